@@ -1,0 +1,412 @@
+/* host_exec.c -- the host datapath: memfd symmetric memory, the host atom's slow paths, and the
+ * executor that runs SNAC's worker groups as threads (the caller runs the main group, a persistent
+ * worker thread runs the stager). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "host/host_atom.h"
+#include "log.h"
+#include "param.h"
+#include "snac/snac.h"
+
+typedef struct pl_host_exec {
+  int ws_fd;
+  uint64_t *hdr;   /* world * hdr words: headers received */
+  uint64_t *myhdr; /* my header */
+  char *scratch;
+  pl_snac_t x;
+  pl_atom_t main_atom, stage_atom;
+  int spin_iters;
+  /* the stager thread */
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t job_seq, done_seq;
+  int job_status, quit;
+  volatile int call_status; /* first error of the running call, seen by the other group */
+} pl_host_exec_t;
+
+static uint64_t pl_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pl_ctrl_t *pl_ctrl(struct purlin_comm *comm, int r) { return (pl_ctrl_t *)comm->ws[r]; }
+
+static long pl_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+  return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+void pl_host_ring(pl_atom_t *a, int peer) {
+  pl_ctrl_t *c = pl_ctrl(a->comm, peer);
+  __atomic_fetch_add(&c->bell, 1u, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST))
+    pl_futex(&c->bell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void *pl_host_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t off, uint64_t bytes) {
+  struct purlin_comm *comm = a->comm;
+  if (id < 1 || id > (uint64_t)comm->nsyms || !comm->syms[id - 1].used) return NULL;
+  pl_sym_t *s = &comm->syms[id - 1];
+  if (off > s->bytes || bytes > s->bytes - off) return NULL;
+  return s->base[peer] + off;
+}
+
+/* A peer whose process has ended (pidfd readable), or -1. */
+static int pl_dead_peer(struct purlin_comm *comm) {
+  struct pollfd pfd[PL_MAX_WORLD];
+  int n = 0, map[PL_MAX_WORLD];
+  for (int r = 0; r < comm->world; r++) {
+    if (r == comm->rank || comm->pidfds[r] < 0) continue;
+    pfd[n].fd = comm->pidfds[r];
+    pfd[n].events = POLLIN;
+    map[n++] = r;
+  }
+  if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0) return -1;
+  for (int i = 0; i < n; i++)
+    if (pfd[i].revents) return map[i];
+  return -1;
+}
+
+/* Why the running call must stop, or 0: an abort from anywhere, or the other group's error. */
+static int pl_stop_reason(pl_atom_t *a) {
+  pl_ctrl_t *me = pl_ctrl(a->comm, a->comm->rank);
+  if (__atomic_load_n(&me->abort, __ATOMIC_ACQUIRE)) return PURLIN_ERR_REMOTE;
+  if (__atomic_load_n(&me->err_epoch, __ATOMIC_ACQUIRE) == a->epoch + 1) {
+    int st = a->comm->host->call_status;
+    return st ? st : PURLIN_ERR_INTERNAL;
+  }
+  return 0;
+}
+
+int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int peer,
+                       const char *what) {
+  struct purlin_comm *comm = a->comm;
+  pl_ctrl_t *me = pl_ctrl(comm, comm->rank);
+  int spins = comm->host->spin_iters, st;
+  for (int i = 0; i < spins; i++) {
+    if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+    if ((i & 63) == 63) sched_yield();
+  }
+  uint64_t next_check = 0;
+  for (;;) {
+    if ((st = pl_stop_reason(a))) return st;
+    __atomic_fetch_add(&me->waiters, 1u, __ATOMIC_SEQ_CST);
+    uint32_t bell = __atomic_load_n(&me->bell, __ATOMIC_SEQ_CST);
+    if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
+      __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
+      return 0;
+    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    pl_futex(&me->bell, FUTEX_WAIT, bell, &ts);
+    __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
+    if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+    uint64_t now = pl_now_ns();
+    if (now >= next_check) { /* at most every 20 ms: liveness and deadline */
+      next_check = now + 20 * 1000 * 1000;
+      int dead = pl_dead_peer(comm);
+      if (dead >= 0) {
+        a->err_peer = dead;
+        a->err_what = "died (its process ended)";
+        return PURLIN_ERR_REMOTE;
+      }
+      if (now >= a->deadline_ns) {
+        a->err_peer = peer;
+        a->err_what = what;
+        return PURLIN_ERR_TIMEOUT;
+      }
+    }
+  }
+}
+
+/* ---- symmetric memory ------------------------------------------------------------------------ */
+
+static purlin_status_t pl_map_all(struct purlin_comm *comm, int myfd, size_t bytes, char **bases) {
+  int fds[PL_MAX_WORLD];
+  purlin_status_t st = pl_bootstrap_allgather_fd(comm->bs, myfd, fds);
+  if (st) return pl_comm_fail(comm, st, "exchanging shared memory: %s",
+                              pl_bootstrap_last_error(comm->bs));
+  for (int r = 0; r < comm->world; r++) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[r], 0);
+    close(fds[r]);
+    fds[r] = -1;
+    if (p == MAP_FAILED) {
+      st = pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "mapping rank %d's memory (%zu bytes): %s", r,
+                        bytes, strerror(errno));
+      for (int q = r + 1; q < comm->world; q++) close(fds[q]);
+      for (int q = 0; q < r; q++) munmap(bases[q], bytes);
+      return st;
+    }
+    bases[r] = (char *)p;
+  }
+  return PURLIN_OK;
+}
+
+static purlin_status_t pl_memfd(struct purlin_comm *comm, const char *what, size_t bytes,
+                                int *fd) {
+  int f = memfd_create(what, MFD_CLOEXEC);
+  if (f < 0) return pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+  if (ftruncate(f, (off_t)bytes) != 0) {
+    close(f);
+    return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "ftruncate(%zu): %s", bytes, strerror(errno));
+  }
+  *fd = f;
+  return PURLIN_OK;
+}
+
+static size_t pl_page_round(size_t b) { return (b + 4095) & ~(size_t)4095; }
+
+purlin_status_t pl_host_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr) {
+  int id, fd = -1;
+  size_t mapped = pl_page_round(bytes);
+  purlin_status_t st;
+  for (id = 0; id < comm->nsyms && comm->syms[id].used; id++) {
+  }
+  if (id == comm->nsyms) {
+    pl_sym_t *n = realloc(comm->syms, sizeof(*n) * (size_t)(comm->nsyms + 1));
+    if (!n) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "purlin_mem_alloc: table");
+    comm->syms = n;
+    memset(&comm->syms[comm->nsyms++], 0, sizeof(*n));
+  }
+  if ((st = pl_memfd(comm, "purlin-mem", mapped, &fd))) return st;
+  pl_sym_t *s = &comm->syms[id];
+  st = pl_map_all(comm, fd, mapped, s->base);
+  close(fd);
+  if (st) return st;
+  s->bytes = bytes;
+  s->mapped = mapped;
+  s->used = 1;
+  *ptr = s->base[comm->rank];
+  return PURLIN_OK;
+}
+
+purlin_status_t pl_host_mem_free(struct purlin_comm *comm, void *ptr) {
+  for (int i = 0; i < comm->nsyms; i++) {
+    pl_sym_t *s = &comm->syms[i];
+    if (!s->used || s->base[comm->rank] != ptr) continue;
+    for (int r = 0; r < comm->world; r++) munmap(s->base[r], s->mapped);
+    memset(s, 0, sizeof(*s));
+    return PURLIN_OK;
+  }
+  return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                      "purlin_mem_free: ptr %p was not returned by purlin_mem_alloc", ptr);
+}
+
+/* ---- the stager thread ----------------------------------------------------------------------- */
+
+static void pl_call_error(struct purlin_comm *comm, int st);
+
+static void *pl_stager_main(void *arg) {
+  struct purlin_comm *comm = arg;
+  pl_host_exec_t *h = comm->host;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (h->job_seq == seen && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+    if (h->quit) break;
+    seen = h->job_seq;
+    pthread_mutex_unlock(&h->mu);
+    int st = pl_snac_stage(&h->stage_atom, &h->x);
+    if (st) pl_call_error(comm, st);
+    pthread_mutex_lock(&h->mu);
+    h->job_status = st;
+    h->done_seq = seen;
+    pthread_cond_broadcast(&h->cv);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+/* ---- init / fini ----------------------------------------------------------------------------- */
+
+static void pl_geom(struct purlin_comm *comm, size_t staging_bytes) {
+  pl_ws_geom_t *g = &comm->geom;
+  uint64_t minwin = (pl_hdr_words(comm->world) + 64) * 16;
+  g->ctrl_bytes = pl_page_round(sizeof(pl_ctrl_t));
+  g->pkt_win = (uint64_t)pl_param_int(PL_PARAM_PACKET_BYTES) / 16 * 16;
+  if (g->pkt_win < minwin) g->pkt_win = minwin;
+  g->stg_half = staging_bytes / 2 / 64 * 64;
+  uint64_t minhalf = ((uint64_t)comm->world + 1) * 64 * 2;
+  if (g->stg_half < minhalf) g->stg_half = minhalf;
+  g->pkt_off = g->ctrl_bytes;
+  g->stg_off = pl_page_round(g->pkt_off + 2 * (uint64_t)comm->world * g->pkt_win);
+  g->total = pl_page_round(g->stg_off + 2 * g->stg_half);
+}
+
+purlin_status_t pl_host_init(struct purlin_comm *comm, size_t staging_bytes) {
+  pl_host_exec_t *h = calloc(1, sizeof(*h));
+  purlin_status_t st;
+  if (!h) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "host datapath state");
+  comm->host = h;
+  h->ws_fd = -1;
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->cv, NULL);
+  h->spin_iters = (int)pl_param_int(PL_PARAM_SPIN_ITERS);
+  pl_geom(comm, staging_bytes);
+  size_t hw = pl_hdr_words(comm->world);
+  h->hdr = calloc((size_t)comm->world * hw, 8);
+  h->myhdr = calloc(hw, 8);
+  h->scratch = malloc((size_t)comm->world * PL_SNAC_SEG);
+  if (!h->hdr || !h->myhdr || !h->scratch)
+    return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "host datapath buffers");
+  if ((st = pl_memfd(comm, "purlin-ws", comm->geom.total, &h->ws_fd))) return st;
+  if ((st = pl_map_all(comm, h->ws_fd, comm->geom.total, comm->ws))) return st;
+  close(h->ws_fd);
+  h->ws_fd = -1;
+  if (pthread_create(&h->thread, NULL, pl_stager_main, comm) != 0)
+    return pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "starting the stager thread");
+  h->thread_started = 1;
+  return PURLIN_OK;
+}
+
+void pl_host_fini(struct purlin_comm *comm) {
+  pl_host_exec_t *h = comm->host;
+  if (!h) return;
+  if (h->thread_started) {
+    pthread_mutex_lock(&h->mu);
+    h->quit = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thread, NULL);
+  }
+  for (int r = 0; r < comm->world; r++)
+    if (comm->ws[r]) munmap(comm->ws[r], comm->geom.total);
+  if (h->ws_fd >= 0) close(h->ws_fd);
+  free(h->hdr);
+  free(h->myhdr);
+  free(h->scratch);
+  pthread_mutex_destroy(&h->mu);
+  pthread_cond_destroy(&h->cv);
+  free(h);
+  comm->host = NULL;
+}
+
+/* ---- one call -------------------------------------------------------------------------------- */
+
+static void pl_atom_setup(struct purlin_comm *comm, pl_atom_t *a, uint64_t deadline) {
+  pl_host_exec_t *h = comm->host;
+  memset(a, 0, sizeof(*a));
+  a->comm = comm;
+  a->x = &h->x;
+  a->epoch = h->x.epoch;
+  a->deadline_ns = deadline;
+  a->scratch = h->scratch;
+  a->err_peer = -1;
+}
+
+/* The other group must stop too: note the error and wake everyone of this rank. */
+static void pl_call_error(struct purlin_comm *comm, int st) {
+  pl_host_exec_t *h = comm->host;
+  __sync_bool_compare_and_swap(&h->call_status, 0, st);
+  __atomic_store_n(&pl_ctrl(comm, comm->rank)->err_epoch, h->x.epoch + 1, __ATOMIC_RELEASE);
+  pl_host_ring(&h->main_atom, comm->rank);
+}
+
+static purlin_status_t pl_report(struct purlin_comm *comm, int st, const pl_atom_t *a) {
+  pl_host_exec_t *h = comm->host;
+  const pl_snac_t *x = &h->x;
+  const char *coll = pl_coll_name(x->c.coll);
+  unsigned long long callno = (unsigned long long)x->epoch;
+  if (st == PURLIN_ERR_MISMATCH) {
+    const pl_mismatch_t *m = &x->mismatch;
+    char idx[32] = "";
+    if (m->index >= 0) snprintf(idx, sizeof idx, "[%d]", m->index);
+    return pl_comm_fail(comm, st,
+                        "%s (call #%llu): ranks disagree on %s%s: rank %d has %" PRIu64
+                        ", rank %d has %" PRIu64,
+                        coll, callno, m->param, idx, m->rank_a, m->val_a, m->rank_b, m->val_b);
+  }
+  if (st == PURLIN_ERR_TIMEOUT) {
+    pl_comm_abort_all(comm, st, a->err_peer);
+    return pl_comm_fail(comm, st, "%s (call #%llu): timed out after %d ms waiting for rank %d (%s)",
+                        coll, callno, comm->timeout_ms, a->err_peer, a->err_what);
+  }
+  if (st == PURLIN_ERR_REMOTE) {
+    pl_ctrl_t *me = pl_ctrl(comm, comm->rank);
+    uint64_t info = __atomic_load_n(&me->abort_info, __ATOMIC_ACQUIRE);
+    if (a->err_peer >= 0) { /* we saw the death ourselves */
+      pl_comm_abort_all(comm, st, a->err_peer);
+      return pl_comm_fail(comm, st, "%s (call #%llu): rank %d (pid %d) %s", coll, callno,
+                          a->err_peer, (int)comm->pids[a->err_peer], a->err_what);
+    }
+    comm->aborted = 1;
+    if (!comm->async_error) comm->async_error = st;
+    int who = (int)(info & 0xffff) - 1, culprit = (int)(info >> 16 & 0xffff) - 1;
+    int why = -(int)(info >> 32 & 0xff);
+    char blame[48] = "";
+    if (culprit >= 0) snprintf(blame, sizeof blame, " on rank %d", culprit);
+    return pl_comm_fail(comm, st, "%s (call #%llu): rank %d aborted the communicator (%s%s)",
+                        coll, callno, who, purlin_status_name((purlin_status_t)why), blame);
+  }
+  return pl_comm_fail(comm, st, "%s (call #%llu): internal error %d", coll, callno, st);
+}
+
+purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, const void *send,
+                            void *recv, int in_place) {
+  pl_host_exec_t *h = comm->host;
+  pl_snac_t *x = &h->x;
+  uint64_t deadline = pl_now_ns() + (uint64_t)comm->timeout_ms * 1000000ull;
+  memset(x, 0, sizeof(*x));
+  x->c = *call;
+  x->geom = comm->geom;
+  x->epoch = comm->epoch;
+  x->send = (const char *)send;
+  x->recv = (char *)recv;
+  x->in_place = in_place;
+  x->hdr = h->hdr;
+  memcpy(x->ws, comm->ws, sizeof(x->ws));
+  pl_plan_make(&x->c, &x->geom, &comm->tune, &x->plan);
+  /* Zero copy: a buffer inside purlin_mem_alloc memory may be read by peers directly. AllToAll in
+   * place must stage: its peers would read what this rank overwrites. */
+  int a2a = call->coll == PL_COLL_ALL_TO_ALL || call->coll == PL_COLL_ALL_TO_ALL_V;
+  if (pl_param_int(PL_PARAM_ZERO_COPY) && !(a2a && in_place)) {
+    uint64_t in_bytes = 0;
+    for (int d = 0; d < call->world; d++) {
+      uint64_t e = pl_coll_is_reduce(call->coll) ? pl_shard_in_off(call, d) + pl_shard_bytes(call, d)
+                                                 : pl_gather_send_off(call, d) +
+                                                       pl_gather_bytes_send(call, d);
+      if (e > in_bytes) in_bytes = e;
+    }
+    if (in_bytes && pl_sym_find(comm, send, in_bytes, &x->sym_send[0], &x->sym_send[1]))
+      x->zc_send = 1;
+    if (call->coll == PL_COLL_ALL_REDUCE && call->count &&
+        pl_sym_find(comm, recv, call->count * call->esize, &x->sym_recv[0], &x->sym_recv[1]))
+      x->zc_recv = 1;
+  }
+  h->call_status = 0;
+  pl_atom_setup(comm, &h->main_atom, deadline);
+  pl_atom_setup(comm, &h->stage_atom, deadline);
+  int stager = pl_snac_stage_rounds(x) > 0;
+  if (stager) {
+    pthread_mutex_lock(&h->mu);
+    h->job_seq++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+  }
+  int st = pl_snac_main(&h->main_atom, x, h->myhdr), st1 = 0;
+  if (st) pl_call_error(comm, st);
+  if (stager) {
+    pthread_mutex_lock(&h->mu);
+    while (h->done_seq != h->job_seq) pthread_cond_wait(&h->cv, &h->mu);
+    st1 = h->job_status;
+    pthread_mutex_unlock(&h->mu);
+  }
+  comm->epoch++;
+  if (!st && !st1) return PURLIN_OK;
+  if (!st) st = st1;
+  return pl_report(comm, st, st == st1 && st1 ? &h->stage_atom : &h->main_atom);
+}

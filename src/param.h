@@ -1,0 +1,47 @@
+/* param.h -- every PURLIN_* environment setting, in one table with its default and its doc.
+ * `purlin-info` prints the table with the values in force. */
+#ifndef PL_PARAM_H
+#define PL_PARAM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* X(id, kind, default, doc); the variable is "PURLIN_" #id. kinds: INT (decimal), SIZE (bytes, with
+ * optional K/M/G suffix, powers of 1024), STR. */
+#define PL_PARAM_TABLE(X)                                                                          \
+  X(DEBUG, STR, "ERROR", "log level: NONE, ERROR, WARN, INFO, TRACE (or 0..4)")                    \
+  X(DEBUG_FILE, STR, "", "log file instead of stderr; %h = host name, %p = pid")                   \
+  X(TIMEOUT_MS, INT, "120000", "deadline of every wait, in milliseconds")                          \
+  X(DATAPATH, STR, "auto", "auto, host or cuda")                                                   \
+  X(STAGING_BYTES, SIZE, "4M", "staging memory per rank (two halves); host datapath default")      \
+  X(PACKET_BYTES, SIZE, "64K", "latency-mode packet window per peer and parity")                   \
+  X(CHUNK_BYTES, SIZE, "0", "throughput chunk per block and round; 0: from the tuning table")      \
+  X(LATENCY_MAX_BYTES, SIZE, "0", "largest per-peer block sent as packets; 0: tuning table")       \
+  X(ONESHOT_MAX_BYTES, SIZE, "0", "largest AllReduce done one-shot (full push); 0: tuning table") \
+  X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
+  X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \
+  X(DISABLE_MULTIMEM, INT, "1", "never use NVLink multicast (must stay 1 on shared machines)")    \
+  X(ATOM, STR, "auto", "GPU atom: auto, 700, 800, 900, 1000, ce")
+
+typedef enum {
+#define PL_PARAM_ENUM_(id, kind, def, doc) PL_PARAM_##id,
+  PL_PARAM_TABLE(PL_PARAM_ENUM_)
+#undef PL_PARAM_ENUM_
+      PL_PARAM_COUNT
+} pl_param_id_t;
+
+/* The value of an INT or SIZE setting (environment if set and valid, else the default). A value
+ * that does not parse is reported once with PL_WARN and the default is used. Cached after first use;
+ * pl_param_reload() re-reads the environment (tests). */
+int64_t pl_param_int(pl_param_id_t id);
+/* The value of a STR setting; never NULL. */
+const char *pl_param_str(pl_param_id_t id);
+/* The environment variable's name ("PURLIN_TIMEOUT_MS"). */
+const char *pl_param_name(pl_param_id_t id);
+/* Print the table: name, value in force, default, source (env/default), doc. */
+void pl_param_print(FILE *out);
+void pl_param_reload(void);
+/* Parse a size such as "64K", "1M", "4096"; 0 on success, -1 if malformed. */
+int pl_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,362 @@
+/* snac.h -- SNAC (Stage, Notify, And Consume): the one protocol that executes every layout, written
+ * once in the common subset of C11 and CUDA C. A datapath includes it after defining its atom:
+ *
+ *   pl_atom_t                                   the worker group's context
+ *   int  pl_atom_await(a, flag, value, peer, what)   wait until *flag >= value (wrap-aware);
+ *                                               0, or a negative purlin_status_t
+ *   void pl_atom_publish(a, flag, value, peer)  release-store value into a flag of `peer`
+ *   void pl_atom_ring(a, peer)                  wake `peer`'s waiters after publishes/packets
+ *   void pl_atom_copy(a, dst, src, bytes)       copy within the group
+ *   void pl_atom_reduce(a, dst, srcs, n, count, dtype, op, divisor)
+ *   void pl_atom_pkt_put(a, dst, src, bytes, flag)  bytes as 16-byte packets (8 data + 8 flag)
+ *   int  pl_atom_pkt_get(a, dst, src, bytes, flag, peer, what)  wait for packets, copy the data
+ *   char *pl_atom_scratch(a, i)                 scratch buffer i (PL_SNAC_SEG bytes each)
+ *   void *pl_atom_sym(a, peer, id, off, bytes)  a peer's peer-accessible buffer, or NULL
+ *   int  pl_atom_is_leader(a)                   one member of the group (for scalar work)
+ *
+ * Memory ordering (docs/snac.md): data is written with plain stores, then the producer publishes a
+ * flag with release semantics (system scope); the consumer's await ends with an acquire load of the
+ * flag, so it sees the data. Packets carry their flag in the same 16-byte store as their data, so
+ * they need no fence: a packet whose flag equals the call's value holds that call's data. */
+#ifndef PL_SNAC_H
+#define PL_SNAC_H
+
+#include "snac/snac_types.h"
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+PL_HD void pl_snac_publish_all(pl_atom_t *a, const pl_snac_t *x, uint64_t off, uint64_t v,
+                               int self_too) {
+  int w = x->c.world, r = x->c.rank;
+  for (int i = 0; i < w; i++) {
+    int p = (r + i) % w;
+    if (p == r && !self_too) continue;
+    pl_atom_publish(a, (uint64_t *)((char *)&pl_snac_ctrl(x, p)->peer[r] + off), v, p);
+    pl_atom_ring(a, p);
+  }
+}
+#define PL_FLAG_OFF(field) offsetof(pl_peer_flags_t, field)
+
+/* Where s's block for me lives when s lets peers read its input directly. */
+PL_HD const char *pl_snac_zc_src(pl_atom_t *a, const pl_snac_t *x, int s, uint64_t off,
+                                 uint64_t bytes) {
+  const uint64_t *h = pl_snac_hdr(x, s);
+  return (const char *)pl_atom_sym(a, s, h[2], h[3] + off, bytes);
+}
+PL_HD int pl_snac_zc(const pl_snac_t *x, int s, unsigned flag) {
+  return (int)(pl_snac_hdr(x, s)[0] >> 48 & flag);
+}
+
+/* ---- stage: the stager group ----------------------------------------------------------------- */
+
+/* Bytes of my block for d that go through staging (0: none, or packets, or zero copy). */
+PL_HD uint64_t pl_snac_staged_out(const pl_snac_t *x, int d) {
+  const pl_call_t *c = &x->c;
+  if (d == c->rank || x->zc_send) return 0;
+  if (pl_coll_is_reduce(c->coll)) {
+    if (pl_snac_reduce_lat(x, d)) return 0;
+    return pl_shard_bytes(c, d);
+  }
+  uint64_t b = pl_gather_bytes_send(c, d);
+  return pl_snac_gather_lat(x, b) ? 0 : b;
+}
+PL_HD const char *pl_snac_out_src(const pl_snac_t *x, int d) {
+  const pl_call_t *c = &x->c;
+  return x->send + (pl_coll_is_reduce(c->coll) ? pl_shard_in_off(c, d) : pl_gather_send_off(c, d));
+}
+
+PL_HD uint64_t pl_snac_stage_rounds(const pl_snac_t *x) {
+  uint64_t r = 0;
+  for (int d = 0; d < x->c.world; d++) {
+    uint64_t k = pl_rounds(pl_snac_staged_out(x, d), x->plan.chunk);
+    if (k > r) r = k;
+  }
+  return r;
+}
+
+PL_HD int pl_snac_stage(pl_atom_t *a, pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank, bcast = pl_gather_is_bcast(c->coll);
+  uint64_t K = x->plan.chunk, R = pl_snac_stage_rounds(x);
+  for (uint64_t k = 0; k < R; k++) {
+    if (k >= x->plan.nslots) { /* flow control: the slot's previous round must be consumed */
+      uint64_t old = k - x->plan.nslots;
+      for (int d = 0; d < w; d++) {
+        if (pl_rounds(pl_snac_staged_out(x, d), K) <= old) continue;
+        int st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[d].cons_red, pl_snac_val(x, old), d,
+                               "consumption of staged data");
+        if (st) return st;
+      }
+    }
+    char *slot = pl_snac_slot(x, r, k);
+    for (int d = 0; d < w; d++) {
+      uint64_t b = pl_snac_staged_out(x, d);
+      if (k * K >= b) continue;
+      uint64_t n = b - k * K < K ? b - k * K : K;
+      pl_atom_copy(a, slot + (bcast ? 0 : (uint64_t)d * K), pl_snac_out_src(x, d) + k * K, n);
+      if (bcast) break;
+    }
+    pl_snac_publish_all(a, x, PL_FLAG_OFF(stage), pl_snac_val(x, k), 1);
+  }
+  return 0;
+}
+
+/* ---- notify: packets and header -------------------------------------------------------------- */
+
+PL_HD void pl_snac_push(pl_atom_t *a, pl_snac_t *x, const uint64_t *myhdr) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank;
+  uint64_t flag = x->epoch + 1;
+  for (int i = 0; i < w; i++) {
+    int d = (r + i) % w;
+    pl_atom_pkt_put(a, pl_snac_win(x, d, r), myhdr, pl_hdr_words(w) * 8, flag);
+    if (d != r) {
+      if (c->coll == PL_COLL_ALL_REDUCE) {
+        if (x->plan.ar_oneshot) pl_atom_pkt_put(a, pl_snac_win_data(x, d, r), x->send,
+                                                c->count * c->esize, flag);
+      } else if (pl_coll_is_reduce(c->coll)) {
+        if (pl_snac_reduce_lat(x, d))
+          pl_atom_pkt_put(a, pl_snac_win_data(x, d, r), x->send + pl_shard_in_off(c, d),
+                          pl_shard_bytes(c, d), flag);
+      } else {
+        uint64_t b = pl_gather_bytes_send(c, d);
+        if (b && pl_snac_gather_lat(x, b))
+          pl_atom_pkt_put(a, pl_snac_win_data(x, d, r), x->send + pl_gather_send_off(c, d), b,
+                          flag);
+      }
+    }
+    pl_atom_ring(a, d);
+  }
+}
+
+/* ---- consume --------------------------------------------------------------------------------- */
+
+/* Reduce `bytes` at offset `off` of a shard whose sources are all packets (or my own input). */
+PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64_t win_off,
+                             char *dst, uint64_t bytes) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank;
+  const void *srcs[PL_MAX_WORLD] = {0};
+  for (uint64_t o = 0; o < bytes; o += PL_SNAC_SEG) {
+    uint64_t n = bytes - o < PL_SNAC_SEG ? bytes - o : PL_SNAC_SEG;
+    for (int s = 0; s < w; s++) {
+      if (s == r) {
+        srcs[s] = x->send + in_off + o;
+        continue;
+      }
+      char *buf = pl_atom_scratch(a, s);
+      int st = pl_atom_pkt_get(a, buf, pl_snac_win_data(x, r, s) + (win_off + o) / 8, n,
+                               x->epoch + 1, s, "reduce packets");
+      if (st) return st;
+      srcs[s] = buf;
+    }
+    pl_atom_reduce(a, dst + o, srcs, w, n / c->esize, c->dtype, c->op, w);
+  }
+  return 0;
+}
+
+PL_HD int pl_snac_await_stage(pl_atom_t *a, pl_snac_t *x, int s, uint64_t k) {
+  return pl_atom_await(a, &pl_snac_ctrl(x, x->c.rank)->peer[s].stage, pl_snac_val(x, k), s,
+                       "staged data");
+}
+
+/* Gather layouts: copy every peer's block for me into my output, round by round. */
+PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank, bcast = pl_gather_is_bcast(c->coll), st;
+  uint64_t K = x->plan.chunk, R = 0;
+  for (int i = 1; i < w; i++) { /* packets and zero copy first: they wait on no stager */
+    int s = (r + i) % w;
+    uint64_t b = pl_gather_bytes_recv(c, s);
+    char *dst = x->recv + pl_gather_recv_off(c, s);
+    if (!b) continue;
+    if (pl_snac_gather_lat(x, b)) {
+      st = pl_atom_pkt_get(a, dst, pl_snac_win_data(x, r, s), b, x->epoch + 1, s, "packets");
+      if (st) return st;
+    } else if (pl_snac_zc(x, s, PL_HDR_ZC_SEND)) {
+      uint64_t off = c->coll == PL_COLL_ALL_TO_ALL   ? (uint64_t)r * c->count * c->esize
+                     : c->coll == PL_COLL_ALL_TO_ALL_V ? pl_snac_hdr(x, s)[PL_HDR_FIXED + w + r] *
+                                                           c->esize
+                                                     : 0;
+      const char *src = pl_snac_zc_src(a, x, s, off, b);
+      if (!src) return PURLIN_ERR_INTERNAL;
+      pl_atom_copy(a, dst, src, b);
+    } else if (pl_rounds(b, K) > R) {
+      R = pl_rounds(b, K);
+    }
+  }
+  for (uint64_t k = 0; k < R; k++) {
+    for (int i = 1; i < w; i++) {
+      int s = (r + i) % w;
+      uint64_t b = pl_gather_bytes_recv(c, s);
+      if (!b || pl_snac_gather_lat(x, b) || pl_snac_zc(x, s, PL_HDR_ZC_SEND) || k * K >= b)
+        continue;
+      /* in place: my stager must have staged what this round overwrites */
+      if (x->in_place && k < pl_rounds(pl_snac_staged_out(x, s), K) &&
+          (st = pl_snac_await_stage(a, x, r, k)))
+        return st;
+      if ((st = pl_snac_await_stage(a, x, s, k))) return st;
+      uint64_t n = b - k * K < K ? b - k * K : K;
+      const char *src = pl_snac_slot(x, s, k) + (bcast ? 0 : (uint64_t)r * K);
+      pl_atom_copy(a, x->recv + pl_gather_recv_off(c, s) + k * K, src, n);
+      pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].cons_red, pl_snac_val(x, k), s);
+      pl_atom_ring(a, s);
+    }
+  }
+  return 0;
+}
+
+/* Where round k of source s's contribution to shard d is (s != me). */
+PL_HD const char *pl_snac_reduce_src(pl_atom_t *a, pl_snac_t *x, int s, int d, uint64_t k) {
+  const pl_call_t *c = &x->c;
+  uint64_t K = x->plan.chunk;
+  if (pl_snac_zc(x, s, PL_HDR_ZC_SEND)) {
+    uint64_t off = c->coll == PL_COLL_REDUCE_SCATTER_V
+                       ? pl_snac_hdr(x, s)[PL_HDR_FIXED + c->world + d] * c->esize
+                       : pl_shard_in_off(c, d);
+    return pl_snac_zc_src(a, x, s, off + k * K, pl_shard_bytes(c, d) - k * K);
+  }
+  return pl_snac_slot(x, s, k) + (uint64_t)d * K;
+}
+
+/* Reduce round k of my shard from every rank's contribution, in rank order, into dst. */
+PL_HD int pl_snac_reduce_round(pl_atom_t *a, pl_snac_t *x, uint64_t k, char *dst) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank, st;
+  uint64_t K = x->plan.chunk, b = pl_shard_bytes(c, r);
+  uint64_t n = b - k * K < K ? b - k * K : K;
+  const void *srcs[PL_MAX_WORLD] = {0};
+  for (int s = 0; s < w; s++) {
+    if (s == r) {
+      srcs[s] = x->send + pl_shard_in_off(c, r) + k * K;
+      continue;
+    }
+    if (!pl_snac_zc(x, s, PL_HDR_ZC_SEND) && (st = pl_snac_await_stage(a, x, s, k))) return st;
+    srcs[s] = pl_snac_reduce_src(a, x, s, r, k);
+    if (!srcs[s]) return PURLIN_ERR_INTERNAL;
+  }
+  pl_atom_reduce(a, dst, srcs, w, n / c->esize, c->dtype, c->op, w);
+  for (int s = 0; s < w; s++) {
+    if (s == r || pl_snac_zc(x, s, PL_HDR_ZC_SEND)) continue;
+    pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].cons_red, pl_snac_val(x, k), s);
+    pl_atom_ring(a, s);
+  }
+  return 0;
+}
+
+/* AllReduce tail, round k: copy every other rank's reduced chunk k of its shard (the seam). */
+PL_HD int pl_snac_seam_gather(pl_atom_t *a, pl_snac_t *x, uint64_t k) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank, st;
+  uint64_t K = x->plan.chunk;
+  for (int i = 1; i < w; i++) {
+    int d = (r + i) % w;
+    uint64_t b = pl_shard_bytes(c, d);
+    if (k * K >= b) continue;
+    uint64_t n = b - k * K < K ? b - k * K : K;
+    st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[d].seam, pl_snac_val(x, k), d, "reduced seam");
+    if (st) return st;
+    uint64_t out = pl_shard_out_off(c, d) + k * K;
+    const char *src;
+    if (pl_snac_zc(x, d, PL_HDR_ZC_RECV)) {
+      const uint64_t *h = pl_snac_hdr(x, d);
+      src = (const char *)pl_atom_sym(a, d, h[4], h[5] + out, n);
+      if (!src) return PURLIN_ERR_INTERNAL;
+    } else {
+      src = pl_snac_slot(x, d, k) + x->plan.seam_off;
+    }
+    pl_atom_copy(a, x->recv + out, src, n);
+    if (!pl_snac_zc(x, d, PL_HDR_ZC_RECV)) {
+      pl_atom_publish(a, &pl_snac_ctrl(x, d)->peer[r].cons_gat, pl_snac_val(x, k), d);
+      pl_atom_ring(a, d);
+    }
+  }
+  return 0;
+}
+
+/* Reduce layouts (RS, RSV, and AllReduce as reduce head + gather tail with the seam between). */
+PL_HD int pl_snac_reduce(pl_atom_t *a, pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank, ar = c->coll == PL_COLL_ALL_REDUCE, st;
+  uint64_t K = x->plan.chunk, R = 0;
+  if (pl_snac_reduce_lat(x, r)) {
+    uint64_t b = ar ? c->count * c->esize : pl_shard_bytes(c, r);
+    return pl_snac_pkt_reduce(a, x, ar ? 0 : pl_shard_in_off(c, r), 0, x->recv, b);
+  }
+  for (int d = 0; d < w; d++) {
+    uint64_t k = pl_rounds(pl_shard_bytes(c, d), K);
+    if ((ar || d == r) && k > R) R = k;
+  }
+  uint64_t mine = pl_shard_bytes(c, r);
+  int seam = ar && w > 1 && !x->zc_recv;
+  for (uint64_t k = 0; k < R; k++) {
+    if (k * K < mine) {
+      char *out = x->recv + pl_shard_out_off(c, r) + k * K;
+      if ((st = pl_snac_reduce_round(a, x, k, out))) return st;
+      if (seam) {
+        uint64_t n = mine - k * K < K ? mine - k * K : K;
+        if (k >= x->plan.nslots) { /* the seam slot's previous round must be gathered */
+          for (int s = 0; s < w; s++) {
+            if (s == r) continue;
+            st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[s].cons_gat,
+                               pl_snac_val(x, k - x->plan.nslots), s, "consumption of the seam");
+            if (st) return st;
+          }
+        }
+        pl_atom_copy(a, pl_snac_slot(x, r, k) + x->plan.seam_off, out, n);
+      }
+      if (ar) pl_snac_publish_all(a, x, PL_FLAG_OFF(seam), pl_snac_val(x, k), 0);
+    }
+    if (ar && (st = pl_snac_seam_gather(a, x, k))) return st;
+  }
+  return 0;
+}
+
+/* Self block of a gather layout: my own input to my own output. */
+PL_HD void pl_snac_self(pl_atom_t *a, pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  int r = c->rank;
+  if (pl_coll_is_reduce(c->coll)) return;
+  uint64_t b = pl_gather_bytes_send(c, r);
+  const char *src = x->send + pl_gather_send_off(c, r);
+  char *dst = x->recv + pl_gather_recv_off(c, r);
+  if (b && src != dst) pl_atom_copy(a, dst, src, b);
+}
+
+/* Zero copy: readers tell the owner they are done; the owner returns only after all have. */
+PL_HD int pl_snac_zc_exit(pl_atom_t *a, pl_snac_t *x) {
+  int w = x->c.world, r = x->c.rank, st;
+  for (int s = 0; s < w; s++)
+    if (s != r && pl_snac_zc(x, s, PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)) {
+      pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].done, pl_snac_val(x, 0), s);
+      pl_atom_ring(a, s);
+    }
+  if (!x->zc_send && !x->zc_recv) return 0;
+  for (int s = 0; s < w; s++) {
+    if (s == r) continue;
+    st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[s].done, pl_snac_val(x, 0), s,
+                       "readers of my buffers");
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* The main group: notify (header and packets), check agreement, consume. */
+PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
+  int w = x->c.world, r = x->c.rank, st;
+  pl_snac_hdr_build(x, myhdr);
+  pl_snac_push(a, x, myhdr);
+  pl_snac_self(a, x);
+  for (int i = 0; i < w; i++) {
+    int s = (r + i) % w;
+    st = pl_atom_pkt_get(a, pl_snac_hdr(x, s), pl_snac_win(x, r, s), pl_hdr_words(w) * 8,
+                         x->epoch + 1, s, "the call's header");
+    if (st) return st;
+  }
+  if ((st = pl_snac_hdr_check(x))) return st;
+  st = pl_coll_is_reduce(x->c.coll) ? pl_snac_reduce(a, x) : pl_snac_gather(a, x);
+  if (st) return st;
+  return pl_snac_zc_exit(a, x);
+}
+
+#endif

@@ -1,0 +1,143 @@
+/* Unit tests of the pure parts: conversions, AllReduce shards, plans, the header verdict. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "plan.h"
+#include "snac/snac_types.h"
+
+static int failures;
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      failures++;                                                                                  \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+    }                                                                                              \
+  } while (0)
+
+/* Every finite code decodes and re-encodes to itself; midpoints round to even. */
+static void test_roundtrip(const char *name, int bits, float (*dec)(uint32_t),
+                           uint32_t (*enc)(float)) {
+  int n = 0;
+  for (uint32_t c = 0; c < (1u << bits); c++) {
+    float v = dec(c);
+    if (isinf(v)) continue; /* fp8 saturates inf to the largest finite value, checked below */
+    if (isnan(v)) {
+      EXPECT(isnan(dec(enc(v))), "%s: NaN code %#x re-encodes to non-NaN", name, c);
+      continue;
+    }
+    uint32_t back = enc(v);
+    if (v == 0 && back != c && dec(back) == 0) continue; /* -0 / +0 */
+    EXPECT(back == c, "%s: code %#x (%g) re-encodes to %#x", name, c, (double)v, back);
+    uint32_t next = c + 1;
+    float w = next < (1u << bits) ? dec(next) : NAN;
+    if (!isnan(w) && !isinf(w) && !isinf(v) && (c & ((1u << (bits - 1)) - 1)) != 0 &&
+        fabsf(w) > fabsf(v) && (w > 0) == (v > 0)) {
+      float mid = v / 2 + w / 2; /* exact in f32 for these formats */
+      uint32_t m = enc(mid);
+      uint32_t even = (c & 1) ? next : c;
+      EXPECT(m == even, "%s: midpoint %g of %#x,%#x encodes to %#x, want %#x", name, (double)mid,
+             c, next, m, even);
+      n++;
+    }
+  }
+  EXPECT(n > 0, "%s: no midpoints checked", name);
+}
+static float dec_f16(uint32_t c) { return pl_f16_to_f32((uint16_t)c); }
+static uint32_t enc_f16(float x) { return pl_f32_to_f16(x); }
+static float dec_bf16(uint32_t c) { return pl_bf16_to_f32((uint16_t)c); }
+static uint32_t enc_bf16(float x) { return pl_f32_to_bf16(x); }
+static float dec_e4m3(uint32_t c) { return pl_e4m3_to_f32((uint8_t)c); }
+static uint32_t enc_e4m3(float x) { return pl_f32_to_e4m3(x); }
+static float dec_e5m2(uint32_t c) { return pl_e5m2_to_f32((uint8_t)c); }
+static uint32_t enc_e5m2(float x) { return pl_f32_to_e5m2(x); }
+
+static void test_saturation(void) {
+  EXPECT(pl_e4m3_to_f32(pl_f32_to_e4m3(1e6f)) == 448.0f, "e4m3 saturates to 448");
+  EXPECT(pl_e4m3_to_f32(pl_f32_to_e4m3(-INFINITY)) == -448.0f, "e4m3 -inf saturates to -448");
+  EXPECT(pl_e5m2_to_f32(pl_f32_to_e5m2(INFINITY)) == 57344.0f, "e5m2 inf saturates");
+  EXPECT(isinf(pl_f16_to_f32(pl_f32_to_f16(1e6f))), "f16 overflows to inf");
+  EXPECT(pl_e4m3_to_f32(pl_f32_to_e4m3(464.0f)) == 448.0f, "e4m3 464 rounds to 448");
+}
+
+static void test_shards(void) {
+  for (int w = 1; w <= 9; w++)
+    for (uint64_t es = 1; es <= 8; es *= 2)
+      for (uint64_t count = 0; count < 400; count += 7) {
+        uint64_t prev = 0;
+        for (int d = 0; d <= w; d++) {
+          uint64_t b = pl_ar_shard_begin(count, es, w, d);
+          EXPECT(b >= prev && b <= count, "shards ordered w%d es%llu count%llu", w,
+                 (unsigned long long)es, (unsigned long long)count);
+          EXPECT(d == 0 || b == count || (b * es) % 64 == 0, "shard %d aligned", d);
+          prev = b;
+        }
+        EXPECT(pl_ar_shard_begin(count, es, w, 0) == 0 && prev == count, "shards cover");
+      }
+}
+
+static void test_plan(void) {
+  pl_tune_t t = {16384, 16384, 1 << 20};
+  for (int w = 1; w <= PL_MAX_WORLD; w++)
+    for (uint64_t half = (uint64_t)(w + 1) * 128; half < (64u << 20); half *= 3) {
+      pl_ws_geom_t g = {4096, 65536, half, 4096, 0, 0};
+      for (int coll = 0; coll < PL_COLL_COUNT; coll++) {
+        pl_call_t c;
+        pl_plan_t p;
+        memset(&c, 0, sizeof c);
+        c.coll = coll;
+        c.world = w;
+        c.esize = 2;
+        c.count = 1000;
+        pl_plan_make(&c, &g, &t, &p);
+        EXPECT(p.chunk % 64 == 0 && p.chunk >= 64, "chunk multiple of 64");
+        EXPECT(p.nslots >= 1 && p.nslots * p.slot_bytes <= half, "slots fit w%d half%llu", w,
+               (unsigned long long)half);
+        EXPECT(p.lat_max <= pl_pkt_capacity(&g, w), "packets fit the window");
+      }
+    }
+}
+
+static void test_verdict(void) {
+  enum { W = 4 };
+  uint64_t hdr[W][PL_HDR_FIXED + 3 * W];
+  pl_snac_t x;
+  memset(&x, 0, sizeof x);
+  x.c.world = W;
+  x.hdr = &hdr[0][0];
+  for (int s = 0; s < W; s++) {
+    memset(hdr[s], 0, sizeof hdr[s]);
+    hdr[s][0] = PL_HDR_TAG | (uint64_t)PL_COLL_ALL_TO_ALL_V << 16;
+    hdr[s][6] = W;
+    for (int d = 0; d < W; d++) {
+      hdr[s][PL_HDR_FIXED + d] = (uint64_t)(s * 10 + d);         /* s sends s*10+d to d */
+      hdr[s][PL_HDR_FIXED + 2 * W + d] = (uint64_t)(d * 10 + s); /* s expects d*10+s from d */
+    }
+  }
+  EXPECT(pl_snac_hdr_check(&x) == 0, "consistent A2AV headers pass");
+  hdr[2][PL_HDR_FIXED + 1] = 99; /* rank 2 sends 99 to rank 1, which expects 21 */
+  EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH, "A2AV mismatch found");
+  EXPECT(x.mismatch.rank_a == 2 && x.mismatch.rank_b == 1 && x.mismatch.val_a == 99 &&
+             x.mismatch.val_b == 21, "mismatch names ranks 2 and 1 and both values");
+  hdr[2][PL_HDR_FIXED + 1] = 21;
+  hdr[3][0] = PL_HDR_TAG | (uint64_t)PL_COLL_ALL_TO_ALL_V << 16 | (uint64_t)PURLIN_BF16 << 24;
+  EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "dtype") &&
+             x.mismatch.rank_b == 3, "dtype mismatch names rank 3");
+}
+
+int main(void) {
+  test_roundtrip("f16", 16, dec_f16, enc_f16);
+  test_roundtrip("bf16", 16, dec_bf16, enc_bf16);
+  test_roundtrip("e4m3", 8, dec_e4m3, enc_e4m3);
+  test_roundtrip("e5m2", 8, dec_e5m2, enc_e5m2);
+  test_saturation();
+  test_shards();
+  test_plan();
+  test_verdict();
+  printf("test_layout: %s (%d failures)\n", failures ? "FAILED" : "ok", failures);
+  return failures != 0;
+}
