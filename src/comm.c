@@ -40,17 +40,15 @@ purlin_status_t pl_comm_fail(struct purlin_comm *comm, purlin_status_t st, const
 void pl_comm_abort_all(struct purlin_comm *comm, purlin_status_t st, int culprit) {
   comm->aborted = 1;
   if (!comm->async_error) comm->async_error = st;
-  if (!comm->ws[0]) return;
+  /* Host memory only: the CUDA datapath keeps its control blocks in device memory. */
+  if (!comm->ws[0] || comm->datapath != PURLIN_DATAPATH_HOST) return;
   uint64_t info = (uint64_t)(comm->rank + 1) | (uint64_t)(culprit + 1) << 16 |
                   (uint64_t)(-(int)st & 0xff) << 32;
   for (int r = 0; r < comm->world; r++) {
     pl_ctrl_t *c = (pl_ctrl_t *)comm->ws[r];
-    uint64_t zero = 0;
-    /* the first abort wins: it names the origin */
-    if (__atomic_compare_exchange_n(&c->abort_info, &zero, info, 0, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_SEQ_CST) ||
-        r != comm->rank)
-      __atomic_store_n(&c->abort, 1, __ATOMIC_RELEASE);
+    uint64_t zero = 0; /* the first abort wins: its info names the origin */
+    __atomic_compare_exchange_n(&c->abort_info, &zero, info, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
     __atomic_store_n(&c->abort, 1, __ATOMIC_RELEASE);
     __atomic_fetch_add(&c->bell, 1u, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &c->bell, 1 /* FUTEX_WAKE */, 0x7fffffff, NULL, NULL, 0);
