@@ -237,7 +237,7 @@ purlin_status_t purlin_comm_get_async_error(purlin_comm_t comm, purlin_status_t 
     return PURLIN_ERR_INVALID_ARGUMENT;
   }
   purlin_status_t st = comm->async_error;
-  if (!st && comm->ws[comm->rank] &&
+  if (!st && comm->ws[comm->rank] && comm->datapath == PURLIN_DATAPATH_HOST &&
       __atomic_load_n(&((pl_ctrl_t *)comm->ws[comm->rank])->abort, __ATOMIC_ACQUIRE))
     st = PURLIN_ERR_REMOTE;
   *status = st;
