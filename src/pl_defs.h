@@ -12,11 +12,19 @@
 #endif
 
 #define PL_MAX_WORLD 72
-/* Flag values of one call are epoch * PL_EPOCH_STRIDE + (step + 1); compared wrap-aware. */
-#define PL_EPOCH_STRIDE ((uint64_t)1 << 32)
+/* Flag values of call e are e * PL_EPOCH_STRIDE + (step + 1), step < PL_EPOCH_STRIDE - 1. */
+#define PL_EPOCH_STRIDE ((uint64_t)1 << 24)
 
-/* a >= b for counters that grow and may wrap around 2^64. */
-PL_HD int pl_seq_ge(uint64_t a, uint64_t b) { return (int64_t)(a - b) >= 0; }
+/* Is a flag holding `flag` ready for a wait on `value`? It is when it holds this call's value or a
+ * later step of this call, or a value of the next call (a peer may be one call ahead). Anything
+ * else is stale: written by an older call, however long ago (a flag may stay untouched for any
+ * number of calls), so a plain wrap-aware ">=" would not do. Unsigned arithmetic relative to the
+ * call's base keeps this right when the 64-bit counters wrap. */
+PL_HD int pl_flag_ready(uint64_t flag, uint64_t value) {
+  uint64_t base = value & ~(PL_EPOCH_STRIDE - 1);
+  uint64_t f = flag - base;
+  return f >= value - base && f < 2 * PL_EPOCH_STRIDE;
+}
 
 typedef enum {
   PL_COLL_ALL_REDUCE,

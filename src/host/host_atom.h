@@ -18,7 +18,6 @@ typedef struct {
   struct purlin_comm *comm;
   const void *x;          /* the pl_snac_t of the call */
   uint64_t epoch;
-  uint64_t deadline_ns;   /* CLOCK_MONOTONIC */
   char *scratch;          /* world * PL_SNAC_SEG bytes */
   int err_peer;           /* set by a failed wait */
   const char *err_what;
@@ -32,7 +31,7 @@ void *pl_host_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t off, uint64_t by
 
 static inline int pl_atom_await(pl_atom_t *a, const uint64_t *flag, uint64_t value, int peer,
                                 const char *what) {
-  if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+  if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
   return pl_host_await_slow(a, flag, value, peer, what);
 }
 static inline void pl_atom_publish(pl_atom_t *a, uint64_t *flag, uint64_t value, int peer) {

@@ -37,6 +37,7 @@ typedef struct pl_host_exec {
   uint64_t job_seq, done_seq;
   int job_status, quit;
   volatile int call_status; /* first error of the running call, seen by the other group */
+  pl_atom_t *volatile first_failed; /* the group that failed first: its record names the cause */
 } pl_host_exec_t;
 
 static uint64_t pl_now_ns(void) {
@@ -99,22 +100,22 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
   pl_ctrl_t *me = pl_ctrl(comm, comm->rank);
   int spins = comm->host->spin_iters, st;
   for (int i = 0; i < spins; i++) {
-    if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+    if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
     if ((i & 63) == 63) sched_yield();
   }
-  uint64_t next_check = 0;
+  uint64_t next_check = 0, deadline = pl_now_ns() + (uint64_t)comm->timeout_ms * 1000000ull;
   for (;;) {
     if ((st = pl_stop_reason(a))) return st;
     __atomic_fetch_add(&me->waiters, 1u, __ATOMIC_SEQ_CST);
     uint32_t bell = __atomic_load_n(&me->bell, __ATOMIC_SEQ_CST);
-    if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
+    if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
       __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
       return 0;
     }
     struct timespec ts = {0, 20 * 1000 * 1000};
     pl_futex(&me->bell, FUTEX_WAIT, bell, &ts);
     __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
-    if (pl_seq_ge(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+    if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
     uint64_t now = pl_now_ns();
     if (now >= next_check) { /* at most every 20 ms: liveness and deadline */
       next_check = now + 20 * 1000 * 1000;
@@ -124,7 +125,7 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
         a->err_what = "died (its process ended)";
         return PURLIN_ERR_REMOTE;
       }
-      if (now >= a->deadline_ns) {
+      if (now >= deadline) {
         a->err_peer = peer;
         a->err_what = what;
         return PURLIN_ERR_TIMEOUT;
@@ -208,7 +209,7 @@ purlin_status_t pl_host_mem_free(struct purlin_comm *comm, void *ptr) {
 
 /* ---- the stager thread ----------------------------------------------------------------------- */
 
-static void pl_call_error(struct purlin_comm *comm, int st);
+static void pl_call_error(struct purlin_comm *comm, int st, pl_atom_t *a);
 
 static void *pl_stager_main(void *arg) {
   struct purlin_comm *comm = arg;
@@ -221,7 +222,7 @@ static void *pl_stager_main(void *arg) {
     seen = h->job_seq;
     pthread_mutex_unlock(&h->mu);
     int st = pl_snac_stage(&h->stage_atom, &h->x);
-    if (st) pl_call_error(comm, st);
+    if (st) pl_call_error(comm, st, &h->stage_atom);
     pthread_mutex_lock(&h->mu);
     h->job_status = st;
     h->done_seq = seen;
@@ -297,21 +298,20 @@ void pl_host_fini(struct purlin_comm *comm) {
 
 /* ---- one call -------------------------------------------------------------------------------- */
 
-static void pl_atom_setup(struct purlin_comm *comm, pl_atom_t *a, uint64_t deadline) {
+static void pl_atom_setup(struct purlin_comm *comm, pl_atom_t *a) {
   pl_host_exec_t *h = comm->host;
   memset(a, 0, sizeof(*a));
   a->comm = comm;
   a->x = &h->x;
   a->epoch = h->x.epoch;
-  a->deadline_ns = deadline;
   a->scratch = h->scratch;
   a->err_peer = -1;
 }
 
 /* The other group must stop too: note the error and wake everyone of this rank. */
-static void pl_call_error(struct purlin_comm *comm, int st) {
+static void pl_call_error(struct purlin_comm *comm, int st, pl_atom_t *a) {
   pl_host_exec_t *h = comm->host;
-  __sync_bool_compare_and_swap(&h->call_status, 0, st);
+  if (__sync_bool_compare_and_swap(&h->call_status, 0, st)) h->first_failed = a;
   __atomic_store_n(&pl_ctrl(comm, comm->rank)->err_epoch, h->x.epoch + 1, __ATOMIC_RELEASE);
   pl_host_ring(&h->main_atom, comm->rank);
 }
@@ -352,14 +352,15 @@ static purlin_status_t pl_report(struct purlin_comm *comm, int st, const pl_atom
     return pl_comm_fail(comm, st, "%s (call #%llu): rank %d aborted the communicator (%s%s)",
                         coll, callno, who, purlin_status_name((purlin_status_t)why), blame);
   }
-  return pl_comm_fail(comm, st, "%s (call #%llu): internal error %d", coll, callno, st);
+  pl_comm_abort_all(comm, (purlin_status_t)st, comm->rank);
+  return pl_comm_fail(comm, st, "%s (call #%llu): internal error %d (a peer's buffer could not be "
+                      "resolved); the communicator is aborted", coll, callno, st);
 }
 
 purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, const void *send,
                             void *recv, int in_place) {
   pl_host_exec_t *h = comm->host;
   pl_snac_t *x = &h->x;
-  uint64_t deadline = pl_now_ns() + (uint64_t)comm->timeout_ms * 1000000ull;
   memset(x, 0, sizeof(*x));
   x->c = *call;
   x->geom = comm->geom;
@@ -387,9 +388,15 @@ purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, con
         pl_sym_find(comm, recv, call->count * call->esize, &x->sym_recv[0], &x->sym_recv[1]))
       x->zc_recv = 1;
   }
+  if (pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2)
+    return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "%s: a block needs more than 2^24 rounds of %llu bytes: raise "
+                        "PURLIN_STAGING_BYTES", pl_coll_name(call->coll),
+                        (unsigned long long)x->plan.chunk);
   h->call_status = 0;
-  pl_atom_setup(comm, &h->main_atom, deadline);
-  pl_atom_setup(comm, &h->stage_atom, deadline);
+  h->first_failed = NULL;
+  pl_atom_setup(comm, &h->main_atom);
+  pl_atom_setup(comm, &h->stage_atom);
   int stager = pl_snac_stage_rounds(x) > 0;
   if (stager) {
     pthread_mutex_lock(&h->mu);
@@ -398,7 +405,7 @@ purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, con
     pthread_mutex_unlock(&h->mu);
   }
   int st = pl_snac_main(&h->main_atom, x, h->myhdr), st1 = 0;
-  if (st) pl_call_error(comm, st);
+  if (st) pl_call_error(comm, st, &h->main_atom);
   if (stager) {
     pthread_mutex_lock(&h->mu);
     while (h->done_seq != h->job_seq) pthread_cond_wait(&h->cv, &h->mu);
@@ -407,6 +414,5 @@ purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, con
   }
   comm->epoch++;
   if (!st && !st1) return PURLIN_OK;
-  if (!st) st = st1;
-  return pl_report(comm, st, st == st1 && st1 ? &h->stage_atom : &h->main_atom);
+  return pl_report(comm, h->call_status, h->first_failed ? h->first_failed : &h->main_atom);
 }

@@ -2,7 +2,7 @@
  * once in the common subset of C11 and CUDA C. A datapath includes it after defining its atom:
  *
  *   pl_atom_t                                   the worker group's context
- *   int  pl_atom_await(a, flag, value, peer, what)   wait until *flag >= value (wrap-aware);
+ *   int  pl_atom_await(a, flag, value, peer, what)   wait until pl_flag_ready(*flag, value);
  *                                               0, or a negative purlin_status_t
  *   void pl_atom_publish(a, flag, value, peer)  release-store value into a flag of `peer`
  *   void pl_atom_ring(a, peer)                  wake `peer`'s waiters after publishes/packets
@@ -74,6 +74,21 @@ PL_HD uint64_t pl_snac_stage_rounds(const pl_snac_t *x) {
   return r;
 }
 
+/* The most rounds any block of this call needs (flag steps must stay below PL_EPOCH_STRIDE). */
+PL_HD uint64_t pl_snac_max_rounds(const pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  uint64_t m = 0, b;
+  for (int d = 0; d < c->world; d++) {
+    b = pl_coll_is_reduce(c->coll) ? pl_shard_bytes(c, d) : pl_gather_bytes_send(c, d);
+    if (pl_rounds(b, x->plan.chunk) > m) m = pl_rounds(b, x->plan.chunk);
+    if (!pl_coll_is_reduce(c->coll)) {
+      b = pl_gather_bytes_recv(c, d);
+      if (pl_rounds(b, x->plan.chunk) > m) m = pl_rounds(b, x->plan.chunk);
+    }
+  }
+  return m;
+}
+
 PL_HD int pl_snac_stage(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, bcast = pl_gather_is_bcast(c->coll);
@@ -106,7 +121,7 @@ PL_HD int pl_snac_stage(pl_atom_t *a, pl_snac_t *x) {
 PL_HD void pl_snac_push(pl_atom_t *a, pl_snac_t *x, const uint64_t *myhdr) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank;
-  uint64_t flag = x->epoch + 1;
+  uint64_t flag = pl_snac_val(x, 0);
   for (int i = 0; i < w; i++) {
     int d = (r + i) % w;
     pl_atom_pkt_put(a, pl_snac_win(x, d, r), myhdr, pl_hdr_words(w) * 8, flag);
@@ -146,7 +161,7 @@ PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64
       }
       char *buf = pl_atom_scratch(a, s);
       int st = pl_atom_pkt_get(a, buf, pl_snac_win_data(x, r, s) + (win_off + o) / 8, n,
-                               x->epoch + 1, s, "reduce packets");
+                               pl_snac_val(x, 0), s, "reduce packets");
       if (st) return st;
       srcs[s] = buf;
     }
@@ -171,9 +186,12 @@ PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
     char *dst = x->recv + pl_gather_recv_off(c, s);
     if (!b) continue;
     if (pl_snac_gather_lat(x, b)) {
-      st = pl_atom_pkt_get(a, dst, pl_snac_win_data(x, r, s), b, x->epoch + 1, s, "packets");
+      st = pl_atom_pkt_get(a, dst, pl_snac_win_data(x, r, s), b, pl_snac_val(x, 0), s, "packets");
       if (st) return st;
     } else if (pl_snac_zc(x, s, PL_HDR_ZC_SEND)) {
+      /* in place: my stager must have staged my block for s, which this copy overwrites */
+      uint64_t mine = pl_rounds(pl_snac_staged_out(x, s), K);
+      if (x->in_place && mine && (st = pl_snac_await_stage(a, x, r, mine - 1))) return st;
       uint64_t off = c->coll == PL_COLL_ALL_TO_ALL   ? (uint64_t)r * c->count * c->esize
                      : c->coll == PL_COLL_ALL_TO_ALL_V ? pl_snac_hdr(x, s)[PL_HDR_FIXED + w + r] *
                                                            c->esize
@@ -350,7 +368,7 @@ PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
   for (int i = 0; i < w; i++) {
     int s = (r + i) % w;
     st = pl_atom_pkt_get(a, pl_snac_hdr(x, s), pl_snac_win(x, r, s), pl_hdr_words(w) * 8,
-                         x->epoch + 1, s, "the call's header");
+                         pl_snac_val(x, 0), s, "the call's header");
     if (st) return st;
   }
   if ((st = pl_snac_hdr_check(x))) return st;
