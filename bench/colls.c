@@ -1,0 +1,338 @@
+/* colls.c -- the table of collectives: geometry of a call (counts, displacements, Zipf splits, the
+ * segments of each rank's output, the bytes each rank must move), input generation and the check
+ * against a host reference built from the regenerated inputs of all ranks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "dtype.h"
+
+const bench_coll_t bench_colls[B_NCOLL] = {
+    [B_AR] = {"testAR", "AllReduce", 1, 0, 2.0},
+    [B_AG] = {"testAG", "AllGather", 0, 0, 1.0},
+    [B_RS] = {"testRS", "ReduceScatter", 1, 0, 1.0},
+    [B_A2A] = {"testA2A", "AllToAll", 0, 0, 1.0},
+    [B_AGV] = {"testAGV", "AllGatherV", 0, 1, 1.0},
+    [B_RSV] = {"testRSV", "ReduceScatterV", 1, 1, 1.0},
+    [B_A2AV] = {"testA2AV", "AllToAllV", 0, 1, 1.0},
+};
+
+/* ---- random numbers: counter-based, so any element can be regenerated on its own ------------- */
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t gen_key(uint64_t seed, int rank, size_t bytes, int buf) {
+  uint64_t k = mix64(seed);
+  k = mix64(k ^ (uint64_t)(rank + 1) * 0xd6e8feb86659fd93ull);
+  k = mix64(k ^ (uint64_t)bytes);
+  return mix64(k ^ (uint64_t)(buf + 1) * 0xa0761d6478bd642full);
+}
+
+void bench_gen(void *dst, int dtype, uint64_t seed, int rank, size_t bytes, int buf, size_t first,
+               size_t n) {
+  uint64_t key = gen_key(seed, rank, bytes, buf);
+  for (size_t j = 0; j < n; j++) {
+    uint64_t h = mix64(key + (first + j) * 0x9e3779b97f4a7c15ull);
+    /* floats: magnitude in [0.25, 2), random sign: never zero, no overflow for any op */
+    float f = (0.25f + 1.75f * (float)(h >> 40) * (1.0f / 16777216.0f)) * ((h & 1) ? -1.0f : 1.0f);
+    uint64_t bits = h ? h : 1;
+    switch (dtype) {
+    case PURLIN_F32: ((float *)dst)[j] = f; break;
+    case PURLIN_F64:
+      ((double *)dst)[j] = (0.25 + 1.75 * (double)(h >> 11) * 0x1p-53) * ((h & 1) ? -1.0 : 1.0);
+      break;
+    case PURLIN_F16: ((uint16_t *)dst)[j] = pl_f32_to_f16(f); break;
+    case PURLIN_BF16: ((uint16_t *)dst)[j] = pl_f32_to_bf16(f); break;
+    case PURLIN_FP8_E4M3: ((uint8_t *)dst)[j] = pl_f32_to_e4m3(f); break;
+    case PURLIN_FP8_E5M2: ((uint8_t *)dst)[j] = pl_f32_to_e5m2(f); break;
+    case PURLIN_I8: case PURLIN_U8: ((uint8_t *)dst)[j] = (uint8_t)((bits >> 8) | 1); break;
+    case PURLIN_I32: case PURLIN_U32: ((uint32_t *)dst)[j] = (uint32_t)((bits >> 16) | 1); break;
+    default: ((uint64_t *)dst)[j] = bits | 1; break;
+    }
+  }
+}
+
+/* ---- Zipf splits --------------------------------------------------------------------------- */
+static void shuffle(int *perm, int n, uint64_t key) {
+  for (int i = 0; i < n; i++) perm[i] = i;
+  for (int i = n - 1; i > 0; i--) {
+    key = mix64(key);
+    int j = (int)(key % (uint64_t)(i + 1)), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+}
+
+/* Split `units` over k bins with weights w (largest remainder, ties to the lower bin). */
+static void split_units(size_t units, int k, const double *w, size_t *out) {
+  double sum = 0, *frac = malloc(sizeof(double) * (size_t)k);
+  size_t given = 0;
+  for (int i = 0; i < k; i++) sum += w[i];
+  for (int i = 0; i < k; i++) {
+    double t = (double)units * w[i] / sum;
+    out[i] = (size_t)floor(t);
+    frac[i] = t - (double)out[i];
+    given += out[i];
+  }
+  while (given < units) {
+    int best = 0;
+    for (int i = 1; i < k; i++)
+      if (frac[i] > frac[best]) best = i;
+    out[best]++;
+    frac[best] = -1;
+    given++;
+  }
+  free(frac);
+}
+
+/* counts[r] for AGV/RSV: Zipf weights 1/(k+1)^s over a random permutation of the ranks, in
+ * multiples of 16 bytes, summing to `elems` (the remainder below 16 bytes goes to the heaviest). */
+static void zipf_counts(size_t *counts, int n, size_t elems, size_t esize, uint64_t key, double s) {
+  int *perm = malloc(sizeof(int) * (size_t)n);
+  double *w = malloc(sizeof(double) * (size_t)n);
+  size_t unit = 16 / esize, *u = malloc(sizeof(size_t) * (size_t)n);
+  shuffle(perm, n, key);
+  for (int k = 0; k < n; k++) w[perm[k]] = 1.0 / pow((double)(k + 1), s);
+  split_units(elems / unit, n, w, u);
+  for (int r = 0; r < n; r++) counts[r] = u[r] * unit;
+  counts[perm[0]] += elems % unit;
+  free(perm);
+  free(w);
+  free(u);
+}
+
+/* AllToAllV: a symmetric matrix m[src*n + dst] (so that in place works: sendcounts == recvcounts),
+ * Zipf weights over a random permutation of the n(n+1)/2 unordered pairs, in multiples of 16 bytes,
+ * summing to n * elems (elems = the average a rank sends). */
+static void zipf_matrix(size_t *m, int n, size_t elems, size_t esize, uint64_t key, double s) {
+  int np = n * (n + 1) / 2, *perm = malloc(sizeof(int) * (size_t)np), hr = 0;
+  double *w = malloc(sizeof(double) * (size_t)np), sum = 0, hw = -1;
+  size_t unit = 16 / esize, total = (size_t)n * elems, units = total / unit, given = 0;
+  shuffle(perm, np, key);
+  for (int k = 0; k < np; k++) w[perm[k]] = 1.0 / pow((double)(k + 1), s);
+  for (int r = 0, b = 0; r < n; r++)
+    for (int p = r; p < n; p++, b++) sum += w[b] * (r == p ? 1.0 : 2.0);
+  for (int r = 0, b = 0; r < n; r++)
+    for (int p = r; p < n; p++, b++) {
+      double t = (double)units * w[b] * (r == p ? 1.0 : 2.0) / sum;
+      size_t c = r == p ? (size_t)floor(t) : (size_t)floor(t / 2);
+      m[(size_t)r * n + p] = m[(size_t)p * n + r] = c * unit;
+      given += r == p ? c : 2 * c;
+      if (r == p && w[b] > hw) hw = w[b], hr = r;
+    }
+  /* the heaviest diagonal pair takes what rounding left (a rank's copy to itself) */
+  m[(size_t)hr * n + hr] += (units - given) * unit + total % unit;
+  free(perm);
+  free(w);
+}
+
+static size_t prefix(size_t *d, const size_t *c, int n) {
+  size_t s = 0;
+  for (int i = 0; i < n; i++) {
+    d[i] = s;
+    s += c[i];
+  }
+  return s;
+}
+
+int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int world, int rank,
+                    uint64_t seed, double zipf) {
+  size_t es = pl_dtype_bytes(dtype), n = (size_t)world, E = bytes / es;
+  memset(g, 0, sizeof *g);
+  g->coll = coll;
+  g->world = world;
+  g->rank = rank;
+  g->esize = es;
+  g->segs = calloc(n, sizeof(bench_seg_t));
+  size_t *v = calloc(4 * n, sizeof(size_t));
+  if (!g->segs || !v) return -1;
+  g->sc = v, g->sd = v + n, g->rc = v + 2 * n, g->rd = v + 3 * n;
+  uint64_t key = mix64(seed ^ mix64(bytes) ^ 0x5a17f00dull);
+  if (!bench_colls[coll].vlen) {
+    size_t c = coll == B_AR ? E : E / n;
+    if (c == 0) c = 1;
+    g->scount = c;
+    g->count = coll == B_AR ? c : c * n;
+    g->bytes = g->count * es;
+  } else {
+    if (E < n) E = n;
+    g->count = E;
+    g->bytes = E * es;
+  }
+  double S = (double)g->bytes, moved = (double)(n - 1) / (double)n * S;
+  size_t c = g->scount, me = (size_t)rank;
+  switch (coll) {
+  case B_AR:
+    g->send_elems = g->recv_elems = c;
+    g->segs[0] = (bench_seg_t){0, 0, c, -1};
+    g->nsegs = 1;
+    g->move_bytes = 2 * moved;
+    break;
+  case B_AG:
+  case B_A2A:
+    g->send_elems = coll == B_AG ? c : c * n;
+    g->recv_elems = c * n;
+    g->inplace_off = coll == B_AG ? me * c : 0;
+    for (size_t r = 0; r < n; r++)
+      g->segs[r] = (bench_seg_t){r * c, coll == B_AG ? 0 : me * c, c, (int)r};
+    g->nsegs = world;
+    g->move_bytes = moved;
+    break;
+  case B_RS:
+    g->send_elems = c * n;
+    g->recv_elems = c;
+    g->inplace_off = me * c;
+    g->segs[0] = (bench_seg_t){0, me * c, c, -1};
+    g->nsegs = 1;
+    g->move_bytes = moved;
+    break;
+  case B_AGV:
+  case B_RSV: {
+    zipf_counts(g->rc, world, E, es, key, zipf);
+    prefix(coll == B_AGV ? g->rd : g->sd, g->rc, world);
+    size_t *d = coll == B_AGV ? g->rd : g->sd, cmax = 0, cmin = SIZE_MAX;
+    for (size_t r = 0; r < n; r++) {
+      if (g->rc[r] > cmax) cmax = g->rc[r];
+      if (g->rc[r] < cmin) cmin = g->rc[r];
+    }
+    if (coll == B_AGV) {
+      g->send_elems = g->rc[me];
+      g->recv_elems = E;
+      g->inplace_off = d[me];
+      for (size_t r = 0; r < n; r++) g->segs[r] = (bench_seg_t){d[r], 0, g->rc[r], (int)r};
+      g->nsegs = world;
+      g->move_bytes = (double)((E - cmin) * es); /* the rank with the smallest own part */
+    } else {
+      g->send_elems = E;
+      g->recv_elems = g->rc[me];
+      g->inplace_off = d[me];
+      g->segs[0] = (bench_seg_t){0, d[me], g->rc[me], -1};
+      g->nsegs = 1;
+      g->move_bytes = (double)((n - 1) * cmax * es); /* the rank with the largest block */
+    }
+    break;
+  }
+  case B_A2AV: {
+    size_t *m = malloc(sizeof(size_t) * n * n), *sdp = malloc(sizeof(size_t) * n);
+    if (!m || !sdp) return -1;
+    zipf_matrix(m, world, E, es, key, zipf);
+    for (size_t p = 0; p < n; p++) {
+      g->sc[p] = m[me * n + p];
+      g->rc[p] = m[p * n + me];
+    }
+    g->send_elems = prefix(g->sd, g->sc, world);
+    g->recv_elems = prefix(g->rd, g->rc, world);
+    double worst = 0;
+    for (size_t r = 0; r < n; r++) {
+      double in = 0;
+      for (size_t p = 0; p < n; p++) in += p == r ? 0 : (double)m[p * n + r];
+      if (in > worst) worst = in;
+    }
+    g->move_bytes = worst * (double)es;
+    for (size_t r = 0; r < n; r++) {
+      /* rank r sends to me from its own displacement for me: the sum of its row before me */
+      size_t off = 0;
+      for (size_t p = 0; p < me; p++) off += m[r * n + p];
+      g->segs[r] = (bench_seg_t){g->rd[r], off, g->rc[r], (int)r};
+    }
+    g->nsegs = world;
+    free(m);
+    free(sdp);
+    break;
+  }
+  default: return -1;
+  }
+  return 0;
+}
+
+void bench_geom_free(bench_geom_t *g) {
+  free(g->segs);
+  free(g->sc);
+  memset(g, 0, sizeof *g);
+}
+
+/* ---- checking ------------------------------------------------------------------------------- */
+static double to_double(const void *p, int dtype, size_t i) {
+  switch (dtype) {
+  case PURLIN_F32: return ((const float *)p)[i];
+  case PURLIN_F64: return ((const double *)p)[i];
+  case PURLIN_F16: return pl_f16_to_f32(((const uint16_t *)p)[i]);
+  case PURLIN_BF16: return pl_bf16_to_f32(((const uint16_t *)p)[i]);
+  case PURLIN_FP8_E4M3: return pl_e4m3_to_f32(((const uint8_t *)p)[i]);
+  case PURLIN_FP8_E5M2: return pl_e5m2_to_f32(((const uint8_t *)p)[i]);
+  default: return 0;
+  }
+}
+
+static int is_float(int dtype) {
+  return dtype == PURLIN_F32 || dtype == PURLIN_F64 || dtype == PURLIN_F16 ||
+         dtype == PURLIN_BF16 || dtype == PURLIN_FP8_E4M3 || dtype == PURLIN_FP8_E5M2;
+}
+
+/* unit roundoff of the stored type */
+static double eps_of(int dtype) {
+  switch (dtype) {
+  case PURLIN_F64: return 0x1p-53;
+  case PURLIN_F32: return 0x1p-24;
+  case PURLIN_F16: return 0x1p-11;
+  case PURLIN_BF16: return 0x1p-8;
+  case PURLIN_FP8_E4M3: return 0x1p-4;
+  default: return 0x1p-3; /* e5m2 */
+  }
+}
+
+#define CHUNK ((size_t)1 << 15)
+
+size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
+                   int exact, int corrupt) {
+  int n = g->world, reduce = bench_colls[g->coll].reduce;
+  size_t es = g->esize, wrong = 0;
+  int tolerant = !exact && reduce && is_float(dtype) && op != PURLIN_MIN && op != PURLIN_MAX;
+  double eacc = dtype == PURLIN_F64 ? 0x1p-53 : 0x1p-24, eout = eps_of(dtype);
+  unsigned char *got = malloc(CHUNK * es), *exp = malloc(CHUNK * es);
+  unsigned char *src = reduce ? malloc(CHUNK * es * (size_t)n) : NULL;
+  const void **srcs = malloc(sizeof(void *) * (size_t)n);
+  if (!got || !exp || !srcs || (reduce && !src)) bench_die("check: out of host memory");
+  for (int r = 0; r < n; r++) srcs[r] = src ? src + (size_t)r * CHUNK * es : NULL;
+  for (int s = 0; s < g->nsegs; s++) {
+    const bench_seg_t *sg = &g->segs[s];
+    for (size_t off = 0; off < sg->len; off += CHUNK) {
+      size_t L = sg->len - off < CHUNK ? sg->len - off : CHUNK;
+      bench_get(got, (const char *)out + (sg->out + off) * es, L * es);
+      if (corrupt && s == 0 && off == 0) {
+        got[(L / 2) * es + es - 1] ^= 0x40; /* a high bit of one element */
+        corrupt = 0;
+      }
+      if (sg->src >= 0) {
+        bench_gen(exp, dtype, seed, sg->src, g->bytes, 0, sg->in + off, L);
+      } else {
+        for (int r = 0; r < n; r++)
+          bench_gen((void *)srcs[r], dtype, seed, r, g->bytes, 0, sg->in + off, L);
+        pl_reduce_elems(exp, (const void *const *)srcs, n, L, dtype, op, n);
+      }
+      for (size_t i = 0; i < L; i++) {
+        if (!memcmp(got + i * es, exp + i * es, es)) continue;
+        if (tolerant) {
+          double a = 0, ref = to_double(exp, dtype, i), v = to_double(got, dtype, i);
+          if (op == PURLIN_PROD) a = fabs(ref);
+          else
+            for (int r = 0; r < n; r++) a += fabs(to_double(srcs[r], dtype, i));
+          if (op == PURLIN_AVG) a /= n;
+          double tacc = n * eacc * a, tol = tacc + 2 * eout * (fabs(ref) + tacc);
+          if (fabs(v - ref) <= tol) continue;
+        }
+        wrong++;
+      }
+    }
+  }
+  free(got);
+  free(exp);
+  free(src);
+  free(srcs);
+  return wrong;
+}
