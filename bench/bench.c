@@ -30,8 +30,28 @@ typedef struct {
   const char *json, *csv;
 } opts_t;
 
-static opts_t O = {1024, (size_t)64 << 20, 2.0, 20, 5, 5, 0, 1, 2, {PURLIN_BF16}, 1,
-                   {PURLIN_SUM}, 1, 1, 0.125, 0, 0, 0, (size_t)32 << 20, 4, NULL, NULL};
+static opts_t O = {1024,
+                   (size_t)64 << 20,
+                   2.0,
+                   20,
+                   5,
+                   5,
+                   0,
+                   1,
+                   2,
+                   {PURLIN_BF16},
+                   1,
+                   {PURLIN_SUM},
+                   1,
+                   1,
+                   0.125,
+                   0,
+                   0,
+                   0,
+                   (size_t)32 << 20,
+                   4,
+                   NULL,
+                   NULL};
 static int coll;
 static int corrupt_env;
 
@@ -70,21 +90,37 @@ static size_t parse_size(const char *s) {
   char *end;
   double v = strtod(s, &end);
   switch (toupper((unsigned char)*end)) {
-  case 'K': v *= 1024.0; end++; break;
-  case 'M': v *= 1048576.0; end++; break;
-  case 'G': v *= 1073741824.0; end++; break;
-  case 'T': v *= 1099511627776.0; end++; break;
-  default: break;
+  case 'K':
+    v *= 1024.0;
+    end++;
+    break;
+  case 'M':
+    v *= 1048576.0;
+    end++;
+    break;
+  case 'G':
+    v *= 1073741824.0;
+    end++;
+    break;
+  case 'T':
+    v *= 1099511627776.0;
+    end++;
+    break;
+  default:
+    break;
   }
-  if (toupper((unsigned char)*end) == 'B') end++;
-  if (end == s || *end || v < 0) bench_die("bad size '%s' (examples: 1024, 1K, 64M, 1G)", s);
+  if (toupper((unsigned char)*end) == 'B')
+    end++;
+  if (end == s || *end || v < 0)
+    bench_die("bad size '%s' (examples: 1024, 1K, 64M, 1G)", s);
   return (size_t)v;
 }
 
 static long parse_int(const char *s, const char *what) {
   char *end;
   long v = strtol(s, &end, 0);
-  if (end == s || *end) bench_die("bad %s '%s'", what, s);
+  if (end == s || *end)
+    bench_die("bad %s '%s'", what, s);
   return v;
 }
 
@@ -92,21 +128,25 @@ static int parse_dtype(const char *s) {
   static const struct {
     const char *alias;
     int dt;
-  } aliases[] = {{"float", PURLIN_F32},    {"half", PURLIN_F16},      {"bfloat16", PURLIN_BF16},
-                 {"double", PURLIN_F64},   {"int8", PURLIN_I8},       {"uint8", PURLIN_U8},
-                 {"int32", PURLIN_I32},    {"uint32", PURLIN_U32},    {"int64", PURLIN_I64},
-                 {"uint64", PURLIN_U64},   {"f8e4m3", PURLIN_FP8_E4M3}, {"f8e5m2", PURLIN_FP8_E5M2},
-                 {"e4m3", PURLIN_FP8_E4M3}, {"e5m2", PURLIN_FP8_E5M2}, {"fp8", PURLIN_FP8_E4M3}};
+  } aliases[] = {
+      {"float", PURLIN_F32},     {"half", PURLIN_F16},        {"bfloat16", PURLIN_BF16},
+      {"double", PURLIN_F64},    {"int8", PURLIN_I8},         {"uint8", PURLIN_U8},
+      {"int32", PURLIN_I32},     {"uint32", PURLIN_U32},      {"int64", PURLIN_I64},
+      {"uint64", PURLIN_U64},    {"f8e4m3", PURLIN_FP8_E4M3}, {"f8e5m2", PURLIN_FP8_E5M2},
+      {"e4m3", PURLIN_FP8_E4M3}, {"e5m2", PURLIN_FP8_E5M2},   {"fp8", PURLIN_FP8_E4M3}};
   for (int i = 0; i < PURLIN_DTYPE_COUNT; i++)
-    if (!strcmp(s, purlin_dtype_name((purlin_dtype_t)i))) return i;
+    if (!strcmp(s, purlin_dtype_name((purlin_dtype_t)i)))
+      return i;
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-    if (!strcmp(s, aliases[i].alias)) return aliases[i].dt;
+    if (!strcmp(s, aliases[i].alias))
+      return aliases[i].dt;
   bench_die("unknown dtype '%s' (f32 f16 bf16 f64 i8 u8 i32 u32 i64 u64 fp8_e4m3 fp8_e5m2 all)", s);
 }
 
 static int parse_op(const char *s) {
   for (int i = 0; i < PURLIN_OP_COUNT; i++)
-    if (!strcmp(s, purlin_op_name((purlin_op_t)i))) return i;
+    if (!strcmp(s, purlin_op_name((purlin_op_t)i)))
+      return i;
   bench_die("unknown op '%s' (sum prod min max avg all)", s);
 }
 
@@ -116,70 +156,115 @@ static void parse_args(int argc, char **argv) {
     const char *a = argv[i];
     if (a[0] != '-') {
       switch (npos++) {
-      case 0: O.min_bytes = parse_size(a); break;
-      case 1: O.max_bytes = parse_size(a); break;
-      case 2: O.graph = (int)parse_int(a, "graphLaunches"); break;
-      case 3: O.iters = (int)parse_int(a, "runs"); break;
-      case 4: O.warmup = (int)parse_int(a, "warmup"); break;
-      case 5: O.seed = (uint64_t)parse_int(a, "seed"); break;
-      default: bench_die("too many positional arguments at '%s' (see -h)", a);
+      case 0:
+        O.min_bytes = parse_size(a);
+        break;
+      case 1:
+        O.max_bytes = parse_size(a);
+        break;
+      case 2:
+        O.graph = (int)parse_int(a, "graphLaunches");
+        break;
+      case 3:
+        O.iters = (int)parse_int(a, "runs");
+        break;
+      case 4:
+        O.warmup = (int)parse_int(a, "warmup");
+        break;
+      case 5:
+        O.seed = (uint64_t)parse_int(a, "seed");
+        break;
+      default:
+        bench_die("too many positional arguments at '%s' (see -h)", a);
       }
       continue;
     }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      if (B.rank == 0) usage(argv[0]);
+      if (B.rank == 0)
+        usage(argv[0]);
       exit(0);
     }
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && (i + 1 < argc || (bench_die("%s needs a value", a), 0)))
-    if (ARG("-b", "--minbytes")) O.min_bytes = parse_size(argv[++i]);
-    else if (ARG("-e", "--maxbytes")) O.max_bytes = parse_size(argv[++i]);
-    else if (ARG("-f", "--stepfactor")) O.factor = atof(argv[++i]);
-    else if (ARG("-n", "--iters")) O.iters = (int)parse_int(argv[++i], "iters");
-    else if (ARG("-R", "--repeats")) O.repeats = (int)parse_int(argv[++i], "repeats");
-    else if (ARG("-w", "--warmup")) O.warmup = (int)parse_int(argv[++i], "warmup");
-    else if (ARG("-G", "--graph")) O.graph = (int)parse_int(argv[++i], "graph launches");
-    else if (ARG("-c", "--check")) O.check = (int)parse_int(argv[++i], "check");
-    else if (ARG("-i", "--inplace")) O.placement = (int)parse_int(argv[++i], "-i");
-    else if (ARG("-z", "--seed")) O.seed = (uint64_t)parse_int(argv[++i], "seed");
-    else if (ARG("--zipf", "--zipf")) O.zipf = atof(argv[++i]);
-    else if (ARG("--rotate", "--rotate")) O.rotate_bytes = parse_size(argv[++i]);
-    else if (ARG("-J", "--json")) O.json = argv[++i];
-    else if (ARG("--csv", "--csv")) O.csv = argv[++i];
+#define ARG(s, l)                                                                                  \
+  ((!strcmp(a, s) || !strcmp(a, l)) && (i + 1 < argc || (bench_die("%s needs a value", a), 0)))
+    if (ARG("-b", "--minbytes"))
+      O.min_bytes = parse_size(argv[++i]);
+    else if (ARG("-e", "--maxbytes"))
+      O.max_bytes = parse_size(argv[++i]);
+    else if (ARG("-f", "--stepfactor"))
+      O.factor = atof(argv[++i]);
+    else if (ARG("-n", "--iters"))
+      O.iters = (int)parse_int(argv[++i], "iters");
+    else if (ARG("-R", "--repeats"))
+      O.repeats = (int)parse_int(argv[++i], "repeats");
+    else if (ARG("-w", "--warmup"))
+      O.warmup = (int)parse_int(argv[++i], "warmup");
+    else if (ARG("-G", "--graph"))
+      O.graph = (int)parse_int(argv[++i], "graph launches");
+    else if (ARG("-c", "--check"))
+      O.check = (int)parse_int(argv[++i], "check");
+    else if (ARG("-i", "--inplace"))
+      O.placement = (int)parse_int(argv[++i], "-i");
+    else if (ARG("-z", "--seed"))
+      O.seed = (uint64_t)parse_int(argv[++i], "seed");
+    else if (ARG("--zipf", "--zipf"))
+      O.zipf = atof(argv[++i]);
+    else if (ARG("--rotate", "--rotate"))
+      O.rotate_bytes = parse_size(argv[++i]);
+    else if (ARG("-J", "--json"))
+      O.json = argv[++i];
+    else if (ARG("--csv", "--csv"))
+      O.csv = argv[++i];
     else if (ARG("--mode", "--mode")) {
       const char *m = argv[++i];
-      if (!strcmp(m, "det")) O.det = 1;
-      else if (!strcmp(m, "nondet")) O.det = 0;
-      else bench_die("--mode is det or nondet, not '%s'", m);
+      if (!strcmp(m, "det"))
+        O.det = 1;
+      else if (!strcmp(m, "nondet"))
+        O.det = 0;
+      else
+        bench_die("--mode is det or nondet, not '%s'", m);
     } else if (ARG("--mem", "--mem")) {
       const char *m = argv[++i];
-      if (!strcmp(m, "purlin")) O.purlin_mem = 1;
-      else if (!strcmp(m, "malloc") || !strcmp(m, "cuda")) O.purlin_mem = 0;
-      else bench_die("--mem is malloc or purlin, not '%s'", m);
+      if (!strcmp(m, "purlin"))
+        O.purlin_mem = 1;
+      else if (!strcmp(m, "malloc") || !strcmp(m, "cuda"))
+        O.purlin_mem = 0;
+      else
+        bench_die("--mem is malloc or purlin, not '%s'", m);
     } else if (ARG("--baseline", "--baseline")) {
       const char *m = argv[++i];
-      if (strcmp(m, "nccl")) bench_die("--baseline: only 'nccl' is known, not '%s'", m);
+      if (strcmp(m, "nccl"))
+        bench_die("--baseline: only 'nccl' is known, not '%s'", m);
       O.baseline_nccl = 1;
     } else if (ARG("-d", "--datatype")) {
       const char *d = argv[++i];
       O.ndtypes = 0;
       if (!strcmp(d, "all"))
-        for (int k = 0; k < PURLIN_DTYPE_COUNT; k++) O.dtypes[O.ndtypes++] = k;
-      else O.dtypes[O.ndtypes++] = parse_dtype(d);
+        for (int k = 0; k < PURLIN_DTYPE_COUNT; k++)
+          O.dtypes[O.ndtypes++] = k;
+      else
+        O.dtypes[O.ndtypes++] = parse_dtype(d);
     } else if (ARG("-o", "--op")) {
       const char *d = argv[++i];
       O.nops = 0;
       if (!strcmp(d, "all"))
-        for (int k = 0; k < PURLIN_OP_COUNT; k++) O.ops[O.nops++] = k;
-      else O.ops[O.nops++] = parse_op(d);
-    } else bench_die("unknown argument '%s' (see -h)", a);
+        for (int k = 0; k < PURLIN_OP_COUNT; k++)
+          O.ops[O.nops++] = k;
+      else
+        O.ops[O.nops++] = parse_op(d);
+    } else
+      bench_die("unknown argument '%s' (see -h)", a);
 #undef ARG
   }
-  if (O.min_bytes == 0) O.min_bytes = 1;
-  if (O.max_bytes < O.min_bytes) O.max_bytes = O.min_bytes;
+  if (O.min_bytes == 0)
+    O.min_bytes = 1;
+  if (O.max_bytes < O.min_bytes)
+    O.max_bytes = O.min_bytes;
   if (O.iters < 1 || O.repeats < 1 || O.repeats > MAX_REPEATS || O.warmup < 0 || O.graph < 0)
     bench_die("need iters >= 1, 1 <= repeats <= %d, warmup >= 0, graph >= 0", MAX_REPEATS);
-  if (O.placement < 0 || O.placement > 2) bench_die("-i is 0, 1 or 2");
-  if (!bench_colls[coll].reduce) O.nops = 1, O.ops[0] = PURLIN_SUM;
+  if (O.placement < 0 || O.placement > 2)
+    bench_die("-i is 0, 1 or 2");
+  if (!bench_colls[coll].reduce)
+    O.nops = 1, O.ops[0] = PURLIN_SUM;
 }
 
 static int coll_from_name(const char *argv0) {
@@ -190,7 +275,8 @@ static int coll_from_name(const char *argv0) {
   const char *base = strrchr(argv0, '/');
   base = base ? base + 1 : argv0;
   for (int c = 0; c < B_NCOLL; c++)
-    if (!strcmp(base, bench_colls[c].tool)) return c;
+    if (!strcmp(base, bench_colls[c].tool))
+      return c;
   fprintf(stderr, "bench: run as one of testAR testAG testRS testA2A testAGV testRSV testA2AV\n");
   exit(2);
 #endif
@@ -209,7 +295,8 @@ static void make_sweep(void) {
   for (double s = (double)O.min_bytes; s <= (double)O.max_bytes && nsizes < 256;) {
     sweep[nsizes++] = (size_t)s;
     double next = O.factor > 1 ? s * O.factor : s + 1e300;
-    if ((size_t)next <= (size_t)s) break;
+    if ((size_t)next <= (size_t)s)
+      break;
     s = next;
   }
 }
@@ -229,11 +316,15 @@ static void alloc_buffers(void) {
         if (bench_geom_make(&g, coll, sweep[k], O.dtypes[d], B.world, r, O.seed, O.zipf))
           bench_die("out of memory");
         size_t sb = g.send_elems * g.esize, rb = g.recv_elems * g.esize;
-        if (sb > s0) s0 = sb;
-        if (rb > r0) r0 = rb;
+        if (sb > s0)
+          s0 = sb;
+        if (rb > r0)
+          r0 = rb;
         if (fits_rotation(&g)) {
-          if (sb > s1) s1 = sb;
-          if (rb > r1) r1 = rb;
+          if (sb > s1)
+            s1 = sb;
+          if (rb > r1)
+            r1 = rb;
         }
         bench_geom_free(&g);
       }
@@ -256,10 +347,14 @@ static void pointers(const call_t *c, int b, void **send, void **recv, void **ou
   char *s = sendb[b], *r = recvb[b];
   size_t off = g->inplace_off * g->esize;
   *send = s, *recv = r, *out = r;
-  if (!c->inplace) return;
-  if (coll == B_RS || coll == B_RSV) *recv = *out = s + off;
-  else if (coll == B_AG || coll == B_AGV) *send = r + off;
-  else *send = r;
+  if (!c->inplace)
+    return;
+  if (coll == B_RS || coll == B_RSV)
+    *recv = *out = s + off;
+  else if (coll == B_AG || coll == B_AGV)
+    *send = r + off;
+  else
+    *send = r;
 }
 
 static purlin_status_t purlin_call(const call_t *c, const void *s, void *r) {
@@ -268,14 +363,20 @@ static purlin_status_t purlin_call(const call_t *c, const void *s, void *r) {
   purlin_op_t o = (purlin_op_t)c->op;
   purlin_comm_t m = B.comm;
   switch (coll) {
-  case B_AR: return purlin_all_reduce(s, r, g->scount, t, o, m, B.stream, &c->opts);
-  case B_AG: return purlin_all_gather(s, r, g->scount, t, m, B.stream, &c->opts);
-  case B_RS: return purlin_reduce_scatter(s, r, g->scount, t, o, m, B.stream, &c->opts);
-  case B_A2A: return purlin_all_to_all(s, r, g->scount, t, m, B.stream, &c->opts);
+  case B_AR:
+    return purlin_all_reduce(s, r, g->scount, t, o, m, B.stream, &c->opts);
+  case B_AG:
+    return purlin_all_gather(s, r, g->scount, t, m, B.stream, &c->opts);
+  case B_RS:
+    return purlin_reduce_scatter(s, r, g->scount, t, o, m, B.stream, &c->opts);
+  case B_A2A:
+    return purlin_all_to_all(s, r, g->scount, t, m, B.stream, &c->opts);
   case B_AGV:
     return purlin_all_gather_v(s, g->rc[g->rank], r, g->rc, g->rd, t, m, B.stream, &c->opts);
-  case B_RSV: return purlin_reduce_scatter_v(s, r, g->rc, g->sd, t, o, m, B.stream, &c->opts);
-  default: return purlin_all_to_all_v(s, g->sc, g->sd, r, g->rc, g->rd, t, m, B.stream, &c->opts);
+  case B_RSV:
+    return purlin_reduce_scatter_v(s, r, g->rc, g->sd, t, o, m, B.stream, &c->opts);
+  default:
+    return purlin_all_to_all_v(s, g->sc, g->sd, r, g->rc, g->rd, t, m, B.stream, &c->opts);
   }
 }
 
@@ -298,11 +399,13 @@ static int call_fn(void *arg, int i) {
 static int barrier_fn(void *arg, int i) {
   (void)arg, (void)i;
   purlin_status_t st = purlin_all_to_all(NULL, NULL, 0, PURLIN_U8, B.comm, B.stream, NULL);
-  if (st) bench_die("barrier: %s: %s", purlin_status_name(st), purlin_comm_last_error(B.comm));
+  if (st)
+    bench_die("barrier: %s: %s", purlin_status_name(st), purlin_comm_last_error(B.comm));
   return 0;
 }
 
-/* Write this rank's inputs of buffer b (for its placement), generated from (seed, rank, size, b). */
+/* Write this rank's inputs of buffer b (for its placement), generated from (seed, rank, size, b).
+ */
 static void fill_inputs(const call_t *c, int b) {
   void *s, *r, *out;
   pointers(c, b, &s, &r, &out);
@@ -312,7 +415,8 @@ static void fill_inputs(const call_t *c, int b) {
     return;
   }
   char *tmp = malloc(chunk * es);
-  if (!tmp) bench_die("out of host memory");
+  if (!tmp)
+    bench_die("out of host memory");
   for (size_t off = 0; off < n; off += chunk) {
     size_t L = n - off < chunk ? n - off : chunk;
     bench_gen(tmp, c->dtype, O.seed, B.rank, c->g->bytes, b, off, L);
@@ -390,21 +494,26 @@ static void run_row(size_t bytes, int dtype, int op, row_t *row) {
   for (int ip = 0; ip < 2; ip++) {
     cell_t *cl = &row->cell[ip];
     cl->wrong = cl->nccl_wrong = -1;
-    if (O.placement != 2 && O.placement != ip) continue;
+    if (O.placement != 2 && O.placement != ip)
+      continue;
     call_t c = {&g, dtype, op, ip, fits_rotation(&g) ? nbufs_alloc : 1, 0, PURLIN_OPTS_INIT};
     c.opts.mode = O.det ? PURLIN_DETERMINISTIC : PURLIN_NONDETERMINISTIC;
-    for (int b = 0; b < c.nbufs; b++) fill_inputs(&c, b);
+    for (int b = 0; b < c.nbufs; b++)
+      fill_inputs(&c, b);
     cl->ran = 1;
     cl->us = time_call(&c);
     cl->algbw = (double)g.bytes / (cl->us * 1e3);
     cl->busbw = cl->algbw * factor;
     cl->xfloor = cl->us / row->floor_us;
-    if (O.check) cl->wrong = (long long)check_call(&c);
+    if (O.check)
+      cl->wrong = (long long)check_call(&c);
     if (O.baseline_nccl && (!ip || bench_nccl_supports_inplace(coll))) {
       c.nccl = 1;
-      for (int b = 0; b < c.nbufs; b++) fill_inputs(&c, b);
+      for (int b = 0; b < c.nbufs; b++)
+        fill_inputs(&c, b);
       cl->nccl_us = time_call(&c);
-      if (O.check) cl->nccl_wrong = (long long)check_call(&c);
+      if (O.check)
+        cl->nccl_wrong = (long long)check_call(&c);
     }
   }
   bench_geom_free(&g);
@@ -433,12 +542,14 @@ static void print_header(const char *tool, int datapath) {
          O.purlin_mem ? "purlin_mem_alloc" : (B.cuda ? "cudaMalloc" : "malloc"),
          O.det ? "det" : "nondet", (unsigned long long)O.seed,
          !B.cuda && O.graph ? "  (graph launches ignored: host datapath)" : "");
-  if (bench_colls[coll].vlen) printf("  zipf: %g", O.zipf);
+  if (bench_colls[coll].vlen)
+    printf("  zipf: %g", O.zipf);
   printf("\n# timing: %s; time = max over ranks, median of %d repeats of %d calls%s\n",
          B.cuda ? (O.graph ? "CUDA graph replay, events" : "CUDA events") : "clock_gettime",
          O.repeats, O.iters, O.graph && B.cuda ? " (x graph launches)" : "");
   printf("#\n");
-  for (int r = 0; r < B.world; r++) printf("%s\n", all + (size_t)r * sizeof line);
+  for (int r = 0; r < B.world; r++)
+    printf("%s\n", all + (size_t)r * sizeof line);
   free(all);
   printf("#\n# Speed of light: copy bandwidth %.2f GB/s (%s of 64 MiB, all ranks at once, slowest "
          "rank), zero-byte all-to-all barrier %.2f us%s\n",
@@ -467,16 +578,21 @@ static void print_header(const char *tool, int datapath) {
 static void print_cell(const cell_t *c) {
   if (!c->ran) {
     printf(" | %9s %8s %8s %6s %7s", "-", "-", "-", "-", "-");
-    if (O.baseline_nccl) printf(" %9s %7s", "-", "-");
+    if (O.baseline_nccl)
+      printf(" %9s %7s", "-", "-");
     return;
   }
   char w[24];
-  if (c->wrong < 0) snprintf(w, sizeof w, "N/A");
-  else snprintf(w, sizeof w, "%lld", c->wrong);
+  if (c->wrong < 0)
+    snprintf(w, sizeof w, "N/A");
+  else
+    snprintf(w, sizeof w, "%lld", c->wrong);
   printf(" | %9.2f %8.3f %8.3f %6s %7.2f", c->us, c->algbw, c->busbw, w, c->xfloor);
   if (O.baseline_nccl) {
-    if (c->nccl_us > 0) printf(" %9.2f %7.2f", c->nccl_us, c->nccl_us / c->us);
-    else printf(" %9s %7s", "n/a", "-");
+    if (c->nccl_us > 0)
+      printf(" %9.2f %7.2f", c->nccl_us, c->nccl_us / c->us);
+    else
+      printf(" %9s %7s", "n/a", "-");
   }
 }
 
@@ -496,8 +612,9 @@ static void json_cell(FILE *f, const char *name, const cell_t *c) {
     fprintf(f, "null");
     return;
   }
-  fprintf(f, "{\"time_us\": %.4f, \"algbw_GBs\": %.4f, \"busbw_GBs\": %.4f, \"wrong\": %lld, "
-             "\"x_floor\": %.4f",
+  fprintf(f,
+          "{\"time_us\": %.4f, \"algbw_GBs\": %.4f, \"busbw_GBs\": %.4f, \"wrong\": %lld, "
+          "\"x_floor\": %.4f",
           c->us, c->algbw, c->busbw, c->wrong, c->xfloor);
   if (c->nccl_us > 0)
     fprintf(f, ", \"nccl_time_us\": %.4f, \"nccl_wrong\": %lld, \"vs_nccl\": %.4f", c->nccl_us,
@@ -517,10 +634,11 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
   host[sizeof host - 1] = 0;
   fprintf(f, "{\n  \"tool\": \"%s\", \"collective\": \"%s\", \"host\": \"%s\",\n", tool,
           bench_colls[coll].name, host);
-  fprintf(f, "  \"params\": {\"ranks\": %d, \"datapath\": \"%s\", \"memory\": \"%s\", \"mode\": "
-             "\"%s\", \"min_bytes\": %zu, \"max_bytes\": %zu, \"factor\": %g, \"iters\": %d, "
-             "\"repeats\": %d, \"warmup\": %d, \"graph\": %d, \"check\": %d, \"seed\": %llu, "
-             "\"zipf\": %g, \"baseline\": \"%s\", \"nccl_version\": %d},\n",
+  fprintf(f,
+          "  \"params\": {\"ranks\": %d, \"datapath\": \"%s\", \"memory\": \"%s\", \"mode\": "
+          "\"%s\", \"min_bytes\": %zu, \"max_bytes\": %zu, \"factor\": %g, \"iters\": %d, "
+          "\"repeats\": %d, \"warmup\": %d, \"graph\": %d, \"check\": %d, \"seed\": %llu, "
+          "\"zipf\": %g, \"baseline\": \"%s\", \"nccl_version\": %d},\n",
           B.world, datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
           O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
           O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, (unsigned long long)O.seed,
@@ -532,8 +650,9 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
   fprintf(f, "  \"rows\": [\n");
   for (int i = 0; i < nrows; i++) {
     const row_t *r = &rows[i];
-    fprintf(f, "    {\"bytes\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-               "\"floor_us\": %.4f, ",
+    fprintf(f,
+            "    {\"bytes\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
+            "\"floor_us\": %.4f, ",
             r->bytes, r->count, purlin_dtype_name((purlin_dtype_t)r->dtype),
             bench_colls[coll].reduce ? purlin_op_name((purlin_op_t)r->op) : "none", r->floor_us);
     json_cell(f, "out_of_place", &r->cell[0]);
@@ -557,7 +676,8 @@ static void write_csv(const char *path) {
     for (int ip = 0; ip < 2; ip++) {
       const row_t *r = &rows[i];
       const cell_t *c = &r->cell[ip];
-      if (!c->ran) continue;
+      if (!c->ran)
+        continue;
       fprintf(f, "%s,%d,%zu,%zu,%s,%s,%.4f,%s,%.4f,%.4f,%.4f,%lld,%.4f,%.4f\n",
               bench_colls[coll].name, B.world, r->bytes, r->count,
               purlin_dtype_name((purlin_dtype_t)r->dtype),
@@ -583,7 +703,8 @@ int main(int argc, char **argv) {
 
   purlin_config_t cfg = PURLIN_CONFIG_INIT;
   B.device = bench_pick_device();
-  if (B.device >= 0) cfg.device = B.device;
+  if (B.device >= 0)
+    cfg.device = B.device;
   purlin_status_t st = purlin_comm_init_env(&B.comm, &cfg);
   if (st) {
     fprintf(stderr, "%s: purlin_comm_init_env: %s: %s\n(run under a launcher: purlinrun -n N %s)\n",
@@ -596,16 +717,20 @@ int main(int argc, char **argv) {
   BENCH_OK(purlin_comm_datapath(B.comm, &dp));
   B.cuda = dp == PURLIN_DATAPATH_CUDA;
   B.use_purlin_mem = 0;
-  if (B.cuda && !BENCH_CUDA) bench_die("the communicator is on the CUDA datapath, but this bench "
-                                       "was built without CUDA");
-  if (B.cuda) bench_cuda_setup();
-  else B.device = -1;
+  if (B.cuda && !BENCH_CUDA)
+    bench_die("the communicator is on the CUDA datapath, but this bench "
+              "was built without CUDA");
+  if (B.cuda)
+    bench_cuda_setup();
+  else
+    B.device = -1;
 
   make_sweep();
   if (O.baseline_nccl) {
     char err[600];
     if (bench_nccl_open(err, sizeof err)) {
-      if (B.rank == 0) fprintf(stderr, "%s: refusing to run: %s\n", tool, err);
+      if (B.rank == 0)
+        fprintf(stderr, "%s: refusing to run: %s\n", tool, err);
       purlin_comm_destroy(B.comm);
       return 3;
     }
@@ -639,27 +764,34 @@ int main(int argc, char **argv) {
         if (nrows == cap_rows) {
           cap_rows = cap_rows ? 2 * cap_rows : 64;
           rows = realloc(rows, sizeof(row_t) * (size_t)cap_rows);
-          if (!rows) bench_die("out of memory");
+          if (!rows)
+            bench_die("out of memory");
         }
         row_t *r = &rows[nrows++];
         run_row(sweep[k], O.dtypes[d], O.ops[o], r);
         for (int ip = 0; ip < 2; ip++) {
           const cell_t *c = &r->cell[ip];
-          if (!c->ran) continue;
-          if (c->wrong > 0) wrong += c->wrong;
-          if (c->nccl_wrong > 0) nccl_wrong += c->nccl_wrong;
+          if (!c->ran)
+            continue;
+          if (c->wrong > 0)
+            wrong += c->wrong;
+          if (c->nccl_wrong > 0)
+            nccl_wrong += c->nccl_wrong;
           sum_busbw += c->busbw;
           sum_log_floor += log(c->xfloor);
           nbus++;
-          if (c->nccl_us > 0) sum_log_nccl += log(c->nccl_us / c->us), nnccl++;
+          if (c->nccl_us > 0)
+            sum_log_nccl += log(c->nccl_us / c->us), nnccl++;
         }
-        if (B.rank == 0) print_row(r);
+        if (B.rank == 0)
+          print_row(r);
       }
   double avg = nbus ? sum_busbw / nbus : 0;
   if (B.rank == 0) {
     printf("# Out of bounds values : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %g\n", avg);
-    if (nbus) printf("# Time over floor      : %.2fx (geometric mean)\n", exp(sum_log_floor / nbus));
+    if (nbus)
+      printf("# Time over floor      : %.2fx (geometric mean)\n", exp(sum_log_floor / nbus));
     if (O.baseline_nccl) {
       printf("# NCCL out of bounds values : %lld %s\n", nccl_wrong, nccl_wrong ? "FAILED" : "OK");
       if (nnccl)
@@ -667,14 +799,17 @@ int main(int argc, char **argv) {
                exp(sum_log_nccl / nnccl));
     }
     printf("#\n");
-    if (O.json) write_json(O.json, tool, dp, wrong, avg);
-    if (O.csv) write_csv(O.csv);
+    if (O.json)
+      write_json(O.json, tool, dp, wrong, avg);
+    if (O.csv)
+      write_csv(O.csv);
     fflush(stdout);
   }
   /* No rank leaves before rank 0 has written everything: a launcher stops the others as soon as one
    * rank exits with a failure status. */
   bench_barrier();
-  if (O.baseline_nccl) bench_nccl_close();
+  if (O.baseline_nccl)
+    bench_nccl_close();
   B.use_purlin_mem = O.purlin_mem;
   for (int b = 0; b < nbufs_alloc; b++) {
     bench_free(sendb[b]);

@@ -1,6 +1,6 @@
-/* bench.h -- the benchmark driver's shared declarations: the table of collectives, the geometry of one
- * call (counts, displacements, what each rank must move), the memory/timing backend (host or CUDA),
- * input generation and checking, and the NCCL baseline. */
+/* bench.h -- the benchmark driver's shared declarations: the table of collectives, the geometry of
+ * one call (counts, displacements, what each rank must move), the memory/timing backend (host or
+ * CUDA), input generation and checking, and the NCCL baseline. */
 #ifndef BENCH_H
 #define BENCH_H
 
@@ -17,17 +17,18 @@
 typedef enum { B_AR, B_AG, B_RS, B_A2A, B_AGV, B_RSV, B_A2AV, B_NCOLL } bench_coll_id_t;
 
 typedef struct {
-  const char *tool;  /* "testAR": also the executable's name */
-  const char *name;  /* "AllReduce" */
-  int reduce;        /* takes an op */
-  int vlen;          /* variable-length (Zipf splits) */
+  const char *tool;      /* "testAR": also the executable's name */
+  const char *name;      /* "AllReduce" */
+  int reduce;            /* takes an op */
+  int vlen;              /* variable-length (Zipf splits) */
   double bus_factor_num; /* busbw = algbw * (num * (n-1) / n) */
 } bench_coll_t;
 
 extern const bench_coll_t bench_colls[B_NCOLL];
 
 /* One segment of a rank's output: `len` elements at output offset `out`, equal to the input of rank
- * `src` at offset `in` (copy), or to the reduction over all ranks of their inputs at offset `in`. */
+ * `src` at offset `in` (copy), or to the reduction over all ranks of their inputs at offset `in`.
+ */
 typedef struct {
   size_t out, in, len;
   int src; /* -1: reduction over all ranks */
@@ -47,7 +48,7 @@ typedef struct {
   size_t *sc, *sd, *rc, *rd; /* V variants: the call's counts and displacements (world each) */
   bench_seg_t *segs;
   int nsegs;
-  double move_bytes;  /* bytes this rank must receive or read from peers at minimum */
+  double move_bytes; /* bytes this rank must receive or read from peers at minimum */
 } bench_geom_t;
 
 int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int world, int rank,
@@ -58,20 +59,21 @@ void bench_geom_free(bench_geom_t *g);
 /* Input element i of `rank` for (seed, size, buffer): random, never zero, finite. */
 void bench_gen(void *dst, int dtype, uint64_t seed, int rank, size_t bytes, int buf, size_t first,
                size_t n);
-/* Compare a rank's output (read through bench_dev_get) with the host reference; return the number of
- * wrong elements. exact: bitwise; else floats within a tolerance of the accumulation order. */
+/* Compare a rank's output (read through bench_dev_get) with the host reference; return the number
+ * of wrong elements. exact: bitwise; else floats within a tolerance of the accumulation order. */
 size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
                    int exact, int corrupt);
 
-/* ---- memory and timing backend ---------------------------------------------------------------- */
+/* ---- memory and timing backend ----------------------------------------------------------------
+ */
 typedef struct {
   purlin_comm_t comm;
   int rank, world;
-  int cuda;        /* the communicator runs on the CUDA datapath */
+  int cuda;           /* the communicator runs on the CUDA datapath */
   int use_purlin_mem; /* --mem purlin */
   int device;
-  void *stream;    /* cudaStream_t, or NULL */
-  void *scratch;   /* device scratch for bookkeeping collectives (CUDA) */
+  void *stream;  /* cudaStream_t, or NULL */
+  void *scratch; /* device scratch for bookkeeping collectives (CUDA) */
 } bench_env_t;
 
 extern bench_env_t B;
@@ -95,7 +97,8 @@ void bench_allreduce_host(void *vals, size_t count, purlin_dtype_t dtype, purlin
 void bench_allgather_host(const void *mine, void *all, size_t bytes_each);
 void bench_barrier(void);
 
-/* One call of something timed: i is the call's index (for buffer rotation). Returns 0 on success. */
+/* One call of something timed: i is the call's index (for buffer rotation). Returns 0 on success.
+ */
 typedef int (*bench_call_fn)(void *arg, int i);
 
 /* Time `iters` calls of fn on this rank, `repeats` times: per-call microseconds into us[repeats].
@@ -114,7 +117,8 @@ void bench_cuda_teardown(void);
 void bench_gpu_id(char *buf, size_t len);
 
 /* ---- NCCL baseline (dlopen at run time) ------------------------------------------------------ */
-/* Load libnccl.so.2 and create a communicator over the same ranks. Returns 0, or -1 with err set. */
+/* Load libnccl.so.2 and create a communicator over the same ranks. Returns 0, or -1 with err set.
+ */
 int bench_nccl_open(char *err, size_t len);
 int bench_nccl_launch(const bench_geom_t *g, const void *send, void *recv, int dtype, int op);
 int bench_nccl_supports_inplace(int coll);

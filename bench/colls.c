@@ -42,24 +42,43 @@ void bench_gen(void *dst, int dtype, uint64_t seed, int rank, size_t bytes, int 
     float f = (0.25f + 1.75f * (float)(h >> 40) * (1.0f / 16777216.0f)) * ((h & 1) ? -1.0f : 1.0f);
     uint64_t bits = h ? h : 1;
     switch (dtype) {
-    case PURLIN_F32: ((float *)dst)[j] = f; break;
+    case PURLIN_F32:
+      ((float *)dst)[j] = f;
+      break;
     case PURLIN_F64:
       ((double *)dst)[j] = (0.25 + 1.75 * (double)(h >> 11) * 0x1p-53) * ((h & 1) ? -1.0 : 1.0);
       break;
-    case PURLIN_F16: ((uint16_t *)dst)[j] = pl_f32_to_f16(f); break;
-    case PURLIN_BF16: ((uint16_t *)dst)[j] = pl_f32_to_bf16(f); break;
-    case PURLIN_FP8_E4M3: ((uint8_t *)dst)[j] = pl_f32_to_e4m3(f); break;
-    case PURLIN_FP8_E5M2: ((uint8_t *)dst)[j] = pl_f32_to_e5m2(f); break;
-    case PURLIN_I8: case PURLIN_U8: ((uint8_t *)dst)[j] = (uint8_t)((bits >> 8) | 1); break;
-    case PURLIN_I32: case PURLIN_U32: ((uint32_t *)dst)[j] = (uint32_t)((bits >> 16) | 1); break;
-    default: ((uint64_t *)dst)[j] = bits | 1; break;
+    case PURLIN_F16:
+      ((uint16_t *)dst)[j] = pl_f32_to_f16(f);
+      break;
+    case PURLIN_BF16:
+      ((uint16_t *)dst)[j] = pl_f32_to_bf16(f);
+      break;
+    case PURLIN_FP8_E4M3:
+      ((uint8_t *)dst)[j] = pl_f32_to_e4m3(f);
+      break;
+    case PURLIN_FP8_E5M2:
+      ((uint8_t *)dst)[j] = pl_f32_to_e5m2(f);
+      break;
+    case PURLIN_I8:
+    case PURLIN_U8:
+      ((uint8_t *)dst)[j] = (uint8_t)((bits >> 8) | 1);
+      break;
+    case PURLIN_I32:
+    case PURLIN_U32:
+      ((uint32_t *)dst)[j] = (uint32_t)((bits >> 16) | 1);
+      break;
+    default:
+      ((uint64_t *)dst)[j] = bits | 1;
+      break;
     }
   }
 }
 
 /* ---- Zipf splits --------------------------------------------------------------------------- */
 static void shuffle(int *perm, int n, uint64_t key) {
-  for (int i = 0; i < n; i++) perm[i] = i;
+  for (int i = 0; i < n; i++)
+    perm[i] = i;
   for (int i = n - 1; i > 0; i--) {
     key = mix64(key);
     int j = (int)(key % (uint64_t)(i + 1)), t = perm[i];
@@ -72,7 +91,8 @@ static void shuffle(int *perm, int n, uint64_t key) {
 static void split_units(size_t units, int k, const double *w, size_t *out) {
   double sum = 0, *frac = malloc(sizeof(double) * (size_t)k);
   size_t given = 0;
-  for (int i = 0; i < k; i++) sum += w[i];
+  for (int i = 0; i < k; i++)
+    sum += w[i];
   for (int i = 0; i < k; i++) {
     double t = (double)units * w[i] / sum;
     out[i] = (size_t)floor(t);
@@ -82,7 +102,8 @@ static void split_units(size_t units, int k, const double *w, size_t *out) {
   while (given < units) {
     int best = 0;
     for (int i = 1; i < k; i++)
-      if (frac[i] > frac[best]) best = i;
+      if (frac[i] > frac[best])
+        best = i;
     out[best]++;
     frac[best] = -1;
     given++;
@@ -97,9 +118,11 @@ static void zipf_counts(size_t *counts, int n, size_t elems, size_t esize, uint6
   double *w = malloc(sizeof(double) * (size_t)n);
   size_t unit = 16 / esize, *u = malloc(sizeof(size_t) * (size_t)n);
   shuffle(perm, n, key);
-  for (int k = 0; k < n; k++) w[perm[k]] = 1.0 / pow((double)(k + 1), s);
+  for (int k = 0; k < n; k++)
+    w[perm[k]] = 1.0 / pow((double)(k + 1), s);
   split_units(elems / unit, n, w, u);
-  for (int r = 0; r < n; r++) counts[r] = u[r] * unit;
+  for (int r = 0; r < n; r++)
+    counts[r] = u[r] * unit;
   counts[perm[0]] += elems % unit;
   free(perm);
   free(w);
@@ -114,16 +137,19 @@ static void zipf_matrix(size_t *m, int n, size_t elems, size_t esize, uint64_t k
   double *w = malloc(sizeof(double) * (size_t)np), sum = 0, hw = -1;
   size_t unit = 16 / esize, total = (size_t)n * elems, units = total / unit, given = 0;
   shuffle(perm, np, key);
-  for (int k = 0; k < np; k++) w[perm[k]] = 1.0 / pow((double)(k + 1), s);
+  for (int k = 0; k < np; k++)
+    w[perm[k]] = 1.0 / pow((double)(k + 1), s);
   for (int r = 0, b = 0; r < n; r++)
-    for (int p = r; p < n; p++, b++) sum += w[b] * (r == p ? 1.0 : 2.0);
+    for (int p = r; p < n; p++, b++)
+      sum += w[b] * (r == p ? 1.0 : 2.0);
   for (int r = 0, b = 0; r < n; r++)
     for (int p = r; p < n; p++, b++) {
       double t = (double)units * w[b] * (r == p ? 1.0 : 2.0) / sum;
       size_t c = r == p ? (size_t)floor(t) : (size_t)floor(t / 2);
       m[(size_t)r * n + p] = m[(size_t)p * n + r] = c * unit;
       given += r == p ? c : 2 * c;
-      if (r == p && w[b] > hw) hw = w[b], hr = r;
+      if (r == p && w[b] > hw)
+        hw = w[b], hr = r;
     }
   /* the heaviest diagonal pair takes what rounding left (a rank's copy to itself) */
   m[(size_t)hr * n + hr] += (units - given) * unit + total % unit;
@@ -150,17 +176,20 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
   g->esize = es;
   g->segs = calloc(n, sizeof(bench_seg_t));
   size_t *v = calloc(4 * n, sizeof(size_t));
-  if (!g->segs || !v) return -1;
+  if (!g->segs || !v)
+    return -1;
   g->sc = v, g->sd = v + n, g->rc = v + 2 * n, g->rd = v + 3 * n;
   uint64_t key = mix64(seed ^ mix64(bytes) ^ 0x5a17f00dull);
   if (!bench_colls[coll].vlen) {
     size_t c = coll == B_AR ? E : E / n;
-    if (c == 0) c = 1;
+    if (c == 0)
+      c = 1;
     g->scount = c;
     g->count = coll == B_AR ? c : c * n;
     g->bytes = g->count * es;
   } else {
-    if (E < n) E = n;
+    if (E < n)
+      E = n;
     g->count = E;
     g->bytes = E * es;
   }
@@ -197,14 +226,17 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     prefix(coll == B_AGV ? g->rd : g->sd, g->rc, world);
     size_t *d = coll == B_AGV ? g->rd : g->sd, cmax = 0, cmin = SIZE_MAX;
     for (size_t r = 0; r < n; r++) {
-      if (g->rc[r] > cmax) cmax = g->rc[r];
-      if (g->rc[r] < cmin) cmin = g->rc[r];
+      if (g->rc[r] > cmax)
+        cmax = g->rc[r];
+      if (g->rc[r] < cmin)
+        cmin = g->rc[r];
     }
     if (coll == B_AGV) {
       g->send_elems = g->rc[me];
       g->recv_elems = E;
       g->inplace_off = d[me];
-      for (size_t r = 0; r < n; r++) g->segs[r] = (bench_seg_t){d[r], 0, g->rc[r], (int)r};
+      for (size_t r = 0; r < n; r++)
+        g->segs[r] = (bench_seg_t){d[r], 0, g->rc[r], (int)r};
       g->nsegs = world;
       g->move_bytes = (double)((E - cmin) * es); /* the rank with the smallest own part */
     } else {
@@ -219,7 +251,8 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
   }
   case B_A2AV: {
     size_t *m = malloc(sizeof(size_t) * n * n), *sdp = malloc(sizeof(size_t) * n);
-    if (!m || !sdp) return -1;
+    if (!m || !sdp)
+      return -1;
     zipf_matrix(m, world, E, es, key, zipf);
     for (size_t p = 0; p < n; p++) {
       g->sc[p] = m[me * n + p];
@@ -230,14 +263,17 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     double worst = 0;
     for (size_t r = 0; r < n; r++) {
       double in = 0;
-      for (size_t p = 0; p < n; p++) in += p == r ? 0 : (double)m[p * n + r];
-      if (in > worst) worst = in;
+      for (size_t p = 0; p < n; p++)
+        in += p == r ? 0 : (double)m[p * n + r];
+      if (in > worst)
+        worst = in;
     }
     g->move_bytes = worst * (double)es;
     for (size_t r = 0; r < n; r++) {
       /* rank r sends to me from its own displacement for me: the sum of its row before me */
       size_t off = 0;
-      for (size_t p = 0; p < me; p++) off += m[r * n + p];
+      for (size_t p = 0; p < me; p++)
+        off += m[r * n + p];
       g->segs[r] = (bench_seg_t){g->rd[r], off, g->rc[r], (int)r};
     }
     g->nsegs = world;
@@ -245,7 +281,8 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     free(sdp);
     break;
   }
-  default: return -1;
+  default:
+    return -1;
   }
   return 0;
 }
@@ -259,13 +296,20 @@ void bench_geom_free(bench_geom_t *g) {
 /* ---- checking ------------------------------------------------------------------------------- */
 static double to_double(const void *p, int dtype, size_t i) {
   switch (dtype) {
-  case PURLIN_F32: return ((const float *)p)[i];
-  case PURLIN_F64: return ((const double *)p)[i];
-  case PURLIN_F16: return pl_f16_to_f32(((const uint16_t *)p)[i]);
-  case PURLIN_BF16: return pl_bf16_to_f32(((const uint16_t *)p)[i]);
-  case PURLIN_FP8_E4M3: return pl_e4m3_to_f32(((const uint8_t *)p)[i]);
-  case PURLIN_FP8_E5M2: return pl_e5m2_to_f32(((const uint8_t *)p)[i]);
-  default: return 0;
+  case PURLIN_F32:
+    return ((const float *)p)[i];
+  case PURLIN_F64:
+    return ((const double *)p)[i];
+  case PURLIN_F16:
+    return pl_f16_to_f32(((const uint16_t *)p)[i]);
+  case PURLIN_BF16:
+    return pl_bf16_to_f32(((const uint16_t *)p)[i]);
+  case PURLIN_FP8_E4M3:
+    return pl_e4m3_to_f32(((const uint8_t *)p)[i]);
+  case PURLIN_FP8_E5M2:
+    return pl_e5m2_to_f32(((const uint8_t *)p)[i]);
+  default:
+    return 0;
   }
 }
 
@@ -277,12 +321,18 @@ static int is_float(int dtype) {
 /* unit roundoff of the stored type */
 static double eps_of(int dtype) {
   switch (dtype) {
-  case PURLIN_F64: return 0x1p-53;
-  case PURLIN_F32: return 0x1p-24;
-  case PURLIN_F16: return 0x1p-11;
-  case PURLIN_BF16: return 0x1p-8;
-  case PURLIN_FP8_E4M3: return 0x1p-4;
-  default: return 0x1p-3; /* e5m2 */
+  case PURLIN_F64:
+    return 0x1p-53;
+  case PURLIN_F32:
+    return 0x1p-24;
+  case PURLIN_F16:
+    return 0x1p-11;
+  case PURLIN_BF16:
+    return 0x1p-8;
+  case PURLIN_FP8_E4M3:
+    return 0x1p-4;
+  default:
+    return 0x1p-3; /* e5m2 */
   }
 }
 
@@ -297,8 +347,10 @@ size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, ui
   unsigned char *got = malloc(CHUNK * es), *exp = malloc(CHUNK * es);
   unsigned char *src = reduce ? malloc(CHUNK * es * (size_t)n) : NULL;
   const void **srcs = malloc(sizeof(void *) * (size_t)n);
-  if (!got || !exp || !srcs || (reduce && !src)) bench_die("check: out of host memory");
-  for (int r = 0; r < n; r++) srcs[r] = src ? src + (size_t)r * CHUNK * es : NULL;
+  if (!got || !exp || !srcs || (reduce && !src))
+    bench_die("check: out of host memory");
+  for (int r = 0; r < n; r++)
+    srcs[r] = src ? src + (size_t)r * CHUNK * es : NULL;
   for (int s = 0; s < g->nsegs; s++) {
     const bench_seg_t *sg = &g->segs[s];
     for (size_t off = 0; off < sg->len; off += CHUNK) {
@@ -316,15 +368,20 @@ size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, ui
         pl_reduce_elems(exp, (const void *const *)srcs, n, L, dtype, op, n);
       }
       for (size_t i = 0; i < L; i++) {
-        if (!memcmp(got + i * es, exp + i * es, es)) continue;
+        if (!memcmp(got + i * es, exp + i * es, es))
+          continue;
         if (tolerant) {
           double a = 0, ref = to_double(exp, dtype, i), v = to_double(got, dtype, i);
-          if (op == PURLIN_PROD) a = fabs(ref);
+          if (op == PURLIN_PROD)
+            a = fabs(ref);
           else
-            for (int r = 0; r < n; r++) a += fabs(to_double(srcs[r], dtype, i));
-          if (op == PURLIN_AVG) a /= n;
+            for (int r = 0; r < n; r++)
+              a += fabs(to_double(srcs[r], dtype, i));
+          if (op == PURLIN_AVG)
+            a /= n;
           double tacc = n * eacc * a, tol = tacc + 2 * eout * (fabs(ref) + tacc);
-          if (fabs(v - ref) <= tol) continue;
+          if (fabs(v - ref) <= tol)
+            continue;
         }
         wrong++;
       }

@@ -15,7 +15,8 @@
 #define CU(call)                                                                                   \
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) bench_die("%s: %s", #call, cudaGetErrorString(e_));                     \
+    if (e_ != cudaSuccess)                                                                         \
+      bench_die("%s: %s", #call, cudaGetErrorString(e_));                                          \
   } while (0)
 #endif
 
@@ -36,7 +37,8 @@ void bench_die(const char *fmt, ...) {
 
 void *bench_alloc(size_t bytes) {
   void *p = NULL;
-  if (bytes < 256) bytes = 256;
+  if (bytes < 256)
+    bytes = 256;
   if (B.use_purlin_mem) {
     BENCH_OK(purlin_mem_alloc(B.comm, bytes, &p));
     return p;
@@ -48,13 +50,15 @@ void *bench_alloc(size_t bytes) {
   }
 #endif
   p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
-  if (!p) bench_die("out of host memory (%zu bytes)", bytes);
+  if (!p)
+    bench_die("out of host memory (%zu bytes)", bytes);
   memset(p, 0, bytes); /* touch every page before timing */
   return p;
 }
 
 void bench_free(void *p) {
-  if (!p) return;
+  if (!p)
+    return;
   if (B.use_purlin_mem) {
     purlin_mem_free(B.comm, p);
     return;
@@ -104,7 +108,8 @@ void bench_fill(void *dst, int byte, size_t bytes) {
 
 void bench_sync(void) {
 #if BENCH_CUDA
-  if (B.cuda) CU(cudaStreamSynchronize((cudaStream_t)B.stream));
+  if (B.cuda)
+    CU(cudaStreamSynchronize((cudaStream_t)B.stream));
 #endif
 }
 
@@ -115,7 +120,8 @@ void bench_allreduce_host(void *vals, size_t count, purlin_dtype_t dtype, purlin
     BENCH_OK(purlin_all_reduce(vals, vals, count, dtype, op, B.comm, NULL, NULL));
     return;
   }
-  if (bytes > SCRATCH_BYTES) bench_die("bookkeeping all_reduce of %zu bytes is too large", bytes);
+  if (bytes > SCRATCH_BYTES)
+    bench_die("bookkeeping all_reduce of %zu bytes is too large", bytes);
   bench_put(B.scratch, vals, bytes);
   BENCH_OK(purlin_all_reduce(B.scratch, B.scratch, count, dtype, op, B.comm, B.stream, NULL));
   bench_sync();
@@ -128,7 +134,8 @@ void bench_allgather_host(const void *mine, void *all, size_t bytes_each) {
     BENCH_OK(purlin_all_gather(mine, all, bytes_each, PURLIN_U8, B.comm, NULL, NULL));
     return;
   }
-  if (total > SCRATCH_BYTES) bench_die("bookkeeping all_gather of %zu bytes is too large", total);
+  if (total > SCRATCH_BYTES)
+    bench_die("bookkeeping all_gather of %zu bytes is too large", total);
   char *s = B.scratch;
   bench_put(s + bytes_each * (size_t)B.rank, mine, bytes_each);
   BENCH_OK(purlin_all_gather(s + bytes_each * (size_t)B.rank, s, bytes_each, PURLIN_U8, B.comm,
@@ -156,12 +163,14 @@ static double now_us(void) {
 
 static int time_host(bench_call_fn fn, void *arg, int iters, int repeats, int warmup, double *us) {
   for (int i = 0; i < warmup; i++)
-    if (fn(arg, i)) return -1;
+    if (fn(arg, i))
+      return -1;
   for (int r = 0; r < repeats; r++) {
     bench_barrier();
     double t0 = now_us();
     for (int i = 0; i < iters; i++)
-      if (fn(arg, i)) return -1;
+      if (fn(arg, i))
+        return -1;
     us[r] = (now_us() - t0) / iters;
   }
   return 0;
@@ -179,24 +188,32 @@ static int time_cuda(bench_call_fn fn, void *arg, int iters, int repeats, int wa
   CU(cudaEventCreate(&e1));
   if (graph > 0) {
     CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < iters && !rc; i++) rc = fn(arg, i);
+    for (int i = 0; i < iters && !rc; i++)
+      rc = fn(arg, i);
     cudaError_t ce = cudaStreamEndCapture(s, &g);
-    if (rc) goto out;
-    if (ce != cudaSuccess) bench_die("graph capture: %s", cudaGetErrorString(ce));
+    if (rc)
+      goto out;
+    if (ce != cudaSuccess)
+      bench_die("graph capture: %s", cudaGetErrorString(ce));
     CU(cudaGraphInstantiateWithFlags(&ge, g, 0));
-    for (int w = 0; w < warmup; w++) CU(cudaGraphLaunch(ge, s));
+    for (int w = 0; w < warmup; w++)
+      CU(cudaGraphLaunch(ge, s));
   } else {
-    for (int i = 0; i < warmup && !rc; i++) rc = fn(arg, i);
-    if (rc) goto out;
+    for (int i = 0; i < warmup && !rc; i++)
+      rc = fn(arg, i);
+    if (rc)
+      goto out;
   }
   CU(cudaStreamSynchronize(s));
   for (int r = 0; r < repeats && !rc; r++) {
     barrier_enqueue(); /* on the stream: the ranks' GPUs start together */
     CU(cudaEventRecord(e0, s));
     if (graph > 0)
-      for (int k = 0; k < graph; k++) CU(cudaGraphLaunch(ge, s));
+      for (int k = 0; k < graph; k++)
+        CU(cudaGraphLaunch(ge, s));
     else
-      for (int i = 0; i < iters && !rc; i++) rc = fn(arg, i);
+      for (int i = 0; i < iters && !rc; i++)
+        rc = fn(arg, i);
     CU(cudaEventRecord(e1, s));
     CU(cudaEventSynchronize(e1));
     float ms = 0;
@@ -204,8 +221,10 @@ static int time_cuda(bench_call_fn fn, void *arg, int iters, int repeats, int wa
     us[r] = (double)ms * 1e3 / ((double)iters * (graph > 0 ? graph : 1));
   }
 out:
-  if (ge) cudaGraphExecDestroy(ge);
-  if (g) cudaGraphDestroy(g);
+  if (ge)
+    cudaGraphExecDestroy(ge);
+  if (g)
+    cudaGraphDestroy(g);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return rc;
@@ -215,7 +234,8 @@ out:
 int bench_time(bench_call_fn fn, void *arg, int iters, int repeats, int warmup, int graph,
                double *us) {
 #if BENCH_CUDA
-  if (B.cuda) return time_cuda(fn, arg, iters, repeats, warmup, graph, us);
+  if (B.cuda)
+    return time_cuda(fn, arg, iters, repeats, warmup, graph, us);
 #endif
   (void)graph;
   return time_host(fn, arg, iters, repeats, warmup, us);
@@ -243,7 +263,8 @@ double bench_copy_bw(size_t bytes, int repeats) {
       CU(cudaEventSynchronize(e1));
       float ms = 0;
       CU(cudaEventElapsedTime(&ms, e0, e1));
-      if (ms * 1e3 < best) best = ms * 1e3;
+      if (ms * 1e3 < best)
+        best = ms * 1e3;
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
@@ -253,7 +274,8 @@ double bench_copy_bw(size_t bytes, int repeats) {
   }
 #endif
   char *a = malloc(bytes), *b = malloc(bytes);
-  if (!a || !b) bench_die("out of host memory for the copy test");
+  if (!a || !b)
+    bench_die("out of host memory for the copy test");
   memset(a, 1, bytes);
   memset(b, 2, bytes);
   for (int r = 0; r < repeats; r++) {
@@ -262,8 +284,10 @@ double bench_copy_bw(size_t bytes, int repeats) {
     memcpy(b, a, bytes);
     double t = now_us() - t0;
     /* keep the copy observable so that it is not optimised away */
-    if (b[bytes / 2] != 1) bench_die("memcpy test failed");
-    if (t < best) best = t;
+    if (b[bytes / 2] != 1)
+      bench_die("memcpy test failed");
+    if (t < best)
+      best = t;
   }
   free(a);
   free(b);
@@ -273,9 +297,9 @@ double bench_copy_bw(size_t bytes, int repeats) {
 /* ---- devices ------------------------------------------------------------------------------- */
 int bench_pick_device(void) {
 #if BENCH_CUDA
-  static const char *const vars[] = {"PURLIN_LOCAL_RANK", "LOCAL_RANK",
-                                     "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                     "SLURM_LOCALID", NULL};
+  static const char *const vars[] = {
+      "PURLIN_LOCAL_RANK", "LOCAL_RANK",    "OMPI_COMM_WORLD_LOCAL_RANK",
+      "MPI_LOCALRANKID",   "SLURM_LOCALID", NULL};
   int ndev = 0, lr = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
     cudaGetLastError();
@@ -289,7 +313,8 @@ int bench_pick_device(void) {
     }
   }
   int dev = lr % ndev;
-  if (cudaSetDevice(dev) != cudaSuccess) return -1;
+  if (cudaSetDevice(dev) != cudaSuccess)
+    return -1;
   return dev;
 #else
   return -1;
@@ -311,8 +336,10 @@ int bench_cuda_setup(void) {
 
 void bench_cuda_teardown(void) {
 #if BENCH_CUDA
-  if (B.scratch) cudaFree(B.scratch);
-  if (B.stream) cudaStreamDestroy((cudaStream_t)B.stream);
+  if (B.scratch)
+    cudaFree(B.scratch);
+  if (B.stream)
+    cudaStreamDestroy((cudaStream_t)B.stream);
   B.scratch = B.stream = NULL;
 #endif
 }
@@ -320,7 +347,8 @@ void bench_cuda_teardown(void) {
 void bench_gpu_id(char *buf, size_t len) {
   buf[0] = 0;
 #if BENCH_CUDA
-  if (B.device >= 0 && cudaDeviceGetPCIBusId(buf, (int)len, B.device) != cudaSuccess) buf[0] = 0;
+  if (B.device >= 0 && cudaDeviceGetPCIBusId(buf, (int)len, B.device) != cudaSuccess)
+    buf[0] = 0;
 #else
   (void)len;
 #endif
