@@ -194,3 +194,10 @@ void lo_comm(pid_t pid, char *buf, size_t len) {
   }
   if (f) fclose(f);
 }
+
+void lo_exe(pid_t pid, char *buf, size_t len) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+  ssize_t k = readlink(path, buf, len - 1);
+  buf[k > 0 ? k : 0] = 0;
+}

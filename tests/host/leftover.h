@@ -24,5 +24,7 @@ pid_t lo_holder(const char *name);
 int lo_children(pid_t parent, pid_t *pids, int max);
 /* The command name of a process ("?" if gone). */
 void lo_comm(pid_t pid, char *buf, size_t len);
+/* The executable's path of a process ("" if unknown). */
+void lo_exe(pid_t pid, char *buf, size_t len);
 
 #endif
