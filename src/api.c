@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "cuda/cuda_dp.h"
 #include "dtype.h"
 #include "log.h"
 
@@ -208,6 +209,8 @@ static purlin_status_t pl_collective(purlin_comm_t comm, const pl_args_t *a) {
   PL_TRACE("%s #%llu count %zu dtype %s op %s mode %d%s", pl_coll_name(a->coll),
            (unsigned long long)comm->epoch, a->count, purlin_dtype_name(a->dtype),
            purlin_op_name(a->op), (int)k.call.mode, k.in_place ? " in place" : "");
+  if (comm->datapath == PURLIN_DATAPATH_CUDA)
+    return pl_cuda_run(comm, &k.call, a->send, a->recv, k.in_place, a->stream);
   return pl_host_run(comm, &k.call, a->send, a->recv, k.in_place);
 }
 
@@ -306,6 +309,7 @@ purlin_status_t purlin_mem_alloc(purlin_comm_t comm, size_t bytes, void **ptr) {
       return pl_comm_fail(comm, PURLIN_ERR_MISMATCH,
                           "purlin_mem_alloc: ranks disagree on bytes: rank %d has %zu, rank %d has "
                           "%llu", comm->rank, bytes, r, (unsigned long long)all[r]);
+  if (comm->datapath == PURLIN_DATAPATH_CUDA) return pl_cuda_mem_alloc(comm, bytes, ptr);
   return pl_host_mem_alloc(comm, bytes, ptr);
 }
 
@@ -321,6 +325,10 @@ purlin_status_t purlin_mem_free(purlin_comm_t comm, void *ptr) {
   /* Collective: no rank unmaps while a peer may still read it in a call of its own. */
   purlin_status_t st = pl_bootstrap_barrier(comm->bs);
   if (st) pl_comm_fail(comm, st, "purlin_mem_free: %s", pl_bootstrap_last_error(comm->bs));
+  if (comm->datapath == PURLIN_DATAPATH_CUDA) {
+    purlin_status_t st2 = pl_cuda_mem_free(comm, ptr);
+    return st ? st : st2;
+  }
   pl_host_mem_free(comm, ptr);
   return st;
 }

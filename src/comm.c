@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "cuda/cuda_dp.h"
 #include "launch_env.h"
 #include "log.h"
 #include "param.h"
@@ -41,9 +42,14 @@ void pl_comm_abort_all(struct purlin_comm *comm, purlin_status_t st, int culprit
   comm->aborted = 1;
   if (!comm->async_error) comm->async_error = st;
   /* Host memory only: the CUDA datapath keeps its control blocks in device memory. */
-  if (!comm->ws[0] || comm->datapath != PURLIN_DATAPATH_HOST) return;
+  if (!comm->ws[0]) return;
   uint64_t info = (uint64_t)(comm->rank + 1) | (uint64_t)(culprit + 1) << 16 |
                   (uint64_t)(-(int)st & 0xff) << 32;
+  if (comm->datapath == PURLIN_DATAPATH_CUDA) {
+    pl_cuda_abort(comm, info);
+    return;
+  }
+  if (comm->datapath != PURLIN_DATAPATH_HOST) return;
   for (int r = 0; r < comm->world; r++) {
     pl_ctrl_t *c = (pl_ctrl_t *)comm->ws[r];
     uint64_t zero = 0; /* the first abort wins: its info names the origin */
@@ -87,7 +93,7 @@ static purlin_datapath_t pl_pick_datapath(const purlin_config_t *cfg) {
   const char *e = pl_param_str(PL_PARAM_DATAPATH);
   if (strcmp(e, "host") == 0) return PURLIN_DATAPATH_HOST;
   if (strcmp(e, "cuda") == 0) return PURLIN_DATAPATH_CUDA;
-  return PURLIN_DATAPATH_HOST; /* the GPU datapath is not built yet: AUTO is the host */
+  return pl_cuda_available() ? PURLIN_DATAPATH_CUDA : PURLIN_DATAPATH_HOST;
 }
 
 static purlin_status_t pl_exchange_info(struct purlin_comm *comm, size_t staging) {
@@ -134,16 +140,15 @@ static purlin_status_t pl_comm_setup(struct purlin_comm *c, const purlin_unique_
   size_t staging = cfg && cfg->staging_bytes ? cfg->staging_bytes
                                              : (size_t)pl_param_int(PL_PARAM_STAGING_BYTES);
   c->datapath = pl_pick_datapath(cfg);
-  if (c->datapath == PURLIN_DATAPATH_CUDA)
-    return pl_comm_fail(c, PURLIN_ERR_UNSUPPORTED, "init: the CUDA datapath is not in this build");
   pl_log_set_prefix("rank %d/%d pid %d", c->rank, c->world, (int)getpid());
   st = pl_bootstrap_init(id, c->rank, c->world, c->timeout_ms, &c->bs);
   if (st) return pl_comm_fail(c, st, "init: bootstrap failed (see log)");
   pl_tune_get(c->datapath, c->world, &c->tune);
-  if ((st = pl_host_init(c, staging))) return st;
+  st = c->datapath == PURLIN_DATAPATH_CUDA ? pl_cuda_init(c, staging) : pl_host_init(c, staging);
+  if (st) return st;
   if ((st = pl_exchange_info(c, staging))) return st;
-  PL_INFO("communicator ready: %d ranks, host datapath, %llu bytes of workspace per rank", c->world,
-          (unsigned long long)c->geom.total);
+  PL_INFO("communicator ready: %d ranks, %s datapath, %llu bytes of workspace per rank", c->world,
+          c->datapath == PURLIN_DATAPATH_CUDA ? "CUDA" : "host", (unsigned long long)c->geom.total);
   return PURLIN_OK;
 }
 
@@ -170,6 +175,7 @@ purlin_status_t purlin_comm_init_rank(purlin_comm_t *comm, int nranks, purlin_un
   c->rank = rank;
   c->world = nranks;
   c->local_rank = rank;
+  c->device = config ? config->device : -1;
   for (int r = 0; r < PL_MAX_WORLD; r++) c->pidfds[r] = -1;
   c->timeout_ms = config && config->timeout_ms ? config->timeout_ms
                                                : (int)pl_param_int(PL_PARAM_TIMEOUT_MS);
@@ -208,9 +214,17 @@ purlin_status_t purlin_comm_init_env(purlin_comm_t *comm, const purlin_config_t 
 purlin_status_t purlin_comm_destroy(purlin_comm_t comm) {
   if (!comm) return PURLIN_OK;
   for (int i = 0; i < comm->nsyms; i++)
-    if (comm->syms[i].used) pl_host_mem_free(comm, comm->syms[i].base[comm->rank]);
+    if (comm->syms[i].used) {
+      if (comm->datapath == PURLIN_DATAPATH_CUDA)
+        pl_cuda_mem_free(comm, comm->syms[i].base[comm->rank]);
+      else
+        pl_host_mem_free(comm, comm->syms[i].base[comm->rank]);
+    }
   free(comm->syms);
-  pl_host_fini(comm);
+  if (comm->datapath == PURLIN_DATAPATH_CUDA)
+    pl_cuda_fini(comm);
+  else
+    pl_host_fini(comm);
   for (int r = 0; r < PL_MAX_WORLD; r++)
     if (comm->pidfds[r] >= 0) close(comm->pidfds[r]);
   pl_bootstrap_destroy(comm->bs);
@@ -237,6 +251,7 @@ purlin_status_t purlin_comm_get_async_error(purlin_comm_t comm, purlin_status_t 
     return PURLIN_ERR_INVALID_ARGUMENT;
   }
   purlin_status_t st = comm->async_error;
+  if (!st && comm->datapath == PURLIN_DATAPATH_CUDA) st = pl_cuda_async_error(comm);
   if (!st && comm->ws[comm->rank] && comm->datapath == PURLIN_DATAPATH_HOST &&
       __atomic_load_n(&((pl_ctrl_t *)comm->ws[comm->rank])->abort, __ATOMIC_ACQUIRE))
     st = PURLIN_ERR_REMOTE;

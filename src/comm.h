@@ -20,6 +20,7 @@ typedef struct {
 } pl_sym_t;
 
 struct pl_host_exec; /* host/host.h */
+struct pl_cuda_dp;   /* cuda/cuda_dp.cu */
 
 struct purlin_comm {
   int rank, world, local_rank;
@@ -39,6 +40,8 @@ struct purlin_comm {
   int nsyms;
 
   struct pl_host_exec *host;
+  struct pl_cuda_dp *cuda; /* CUDA datapath (cuda/cuda_dp.h) */
+  int device;              /* CUDA device; -1 until chosen */
 
   pthread_mutex_t lock; /* guards last_error */
   char last_error[PL_ERRLEN];

@@ -1,0 +1,660 @@
+/* cuda_dp.cu -- the CUDA datapath's host side: driver entry points, symmetric memory (cuMem VMM
+ * allocations exported as POSIX file descriptors, passed over the bootstrap, mapped by every rank:
+ * this works between processes on one GPU under MPS and across GPUs), init and fini, the launch of
+ * one call, and the reading of the device's error record.
+ *
+ * The CUDA runtime is linked statically and the driver is reached only through
+ * cudaGetDriverEntryPointByVersion (as NCCL's cudawrap reaches it through cuGetProcAddress), so the
+ * library loads and runs its host datapath where libcuda.so.1 is missing. Written in the C subset
+ * of CUDA C++ (no exceptions, no RTTI, no standard C++ library). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern "C" {
+#include "bootstrap.h"
+#include "comm.h"
+#include "log.h"
+#include "param.h"
+}
+#include "cuda/cuda_dp.h"
+#include "cuda/cuda_int.h"
+#include "cuda/atom_cuda.cuh" /* snac.h needs an atom; the host only uses its pure functions */
+#include "snac/snac.h"
+
+static_assert(sizeof(pl_cuda_args_t) <= 4000, "kernel arguments must stay below 4 KiB");
+
+/* ---- driver entry points ---------------------------------------------------------------------- */
+
+#define PL_CU_FNS(X)                                                                               \
+  X(cuGetErrorString)                                                                              \
+  X(cuDeviceGet)                                                                                   \
+  X(cuDeviceGetAttribute)                                                                          \
+  X(cuMemGetAllocationGranularity)                                                                 \
+  X(cuMemCreate)                                                                                   \
+  X(cuMemRelease)                                                                                  \
+  X(cuMemExportToShareableHandle)                                                                  \
+  X(cuMemImportFromShareableHandle)                                                                \
+  X(cuMemAddressReserve)                                                                           \
+  X(cuMemAddressFree)                                                                              \
+  X(cuMemMap)                                                                                      \
+  X(cuMemUnmap)                                                                                    \
+  X(cuMemSetAccess)
+
+static struct {
+#define PL_CU_FIELD_(f) decltype(&::f) f;
+  PL_CU_FNS(PL_CU_FIELD_)
+#undef PL_CU_FIELD_
+} pl_cu;
+
+static pthread_once_t pl_cu_once = PTHREAD_ONCE_INIT;
+static int pl_cu_ok;
+static char pl_cu_why[256];
+
+static void pl_cu_load(void) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n < 1) {
+    snprintf(pl_cu_why, sizeof pl_cu_why, "no CUDA device: %s",
+             e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    (void)cudaGetLastError();
+    return;
+  }
+#define PL_CU_LOAD_(f)                                                                             \
+  {                                                                                                \
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;                        \
+    void *p = NULL;                                                                                \
+    e = cudaGetDriverEntryPointByVersion(#f, &p, 12000, cudaEnableDefault, &q);                    \
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {                              \
+      snprintf(pl_cu_why, sizeof pl_cu_why, "driver entry point %s not found (%s)", #f,            \
+               cudaGetErrorString(e));                                                             \
+      (void)cudaGetLastError();                                                                    \
+      return;                                                                                      \
+    }                                                                                              \
+    memcpy(&pl_cu.f, &p, sizeof p);                                                                \
+  }
+  PL_CU_FNS(PL_CU_LOAD_)
+#undef PL_CU_LOAD_
+  pl_cu_ok = 1;
+}
+
+extern "C" int pl_cuda_available(void) {
+  pthread_once(&pl_cu_once, pl_cu_load);
+  return pl_cu_ok;
+}
+
+static const char *pl_cu_str(CUresult r) {
+  const char *s = NULL;
+  if (pl_cu.cuGetErrorString) pl_cu.cuGetErrorString(r, &s);
+  return s ? s : "unknown CUDA driver error";
+}
+
+#define PL_RT(comm, call, what)                                                                    \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess)                                                                         \
+      return pl_comm_fail((comm), PURLIN_ERR_CUDA, "%s: %s (%s)", (what), cudaGetErrorString(e_), \
+                          #call);                                                                  \
+  } while (0)
+#define PL_CU(comm, call, what)                                                                    \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != CUDA_SUCCESS)                                                                        \
+      return pl_comm_fail((comm), r_ == CUDA_ERROR_OUT_OF_MEMORY ? PURLIN_ERR_NO_MEMORY            \
+                                                                 : PURLIN_ERR_CUDA,                \
+                          "%s: %s (%s)", (what), pl_cu_str(r_), #call);                            \
+  } while (0)
+
+/* ---- state ------------------------------------------------------------------------------------ */
+
+/* One symmetric allocation: every rank's piece mapped at va + r * size. */
+typedef struct {
+  CUmemGenericAllocationHandle h[PL_MAX_WORLD];
+  CUdeviceptr va;
+  size_t size;
+  int nmapped; /* ranks 0 .. nmapped-1 are mapped */
+  int reserved;
+} pl_vmm_t;
+
+struct pl_cuda_dp {
+  int device, atom;
+  CUdevice cudev;
+  pl_cuda_launch_fn launch;
+  pl_vmm_t ws;
+  pl_vmm_t *syms;            /* PL_CUDA_MAX_SYMS, by sym id - 1 */
+  pl_cuda_state_t *state;    /* device */
+  uint64_t *hdr;             /* device */
+  char *scratch;             /* device */
+  uint64_t *symtab;          /* device, PL_CUDA_MAX_SYMS * (1 + world) words */
+  pl_cuda_err_t *err_host;   /* pinned, mapped */
+  pl_cuda_err_t *err_dev;
+  uint32_t mis_seen;
+  int fatal_seen;
+  cudaStream_t abort_stream;
+};
+
+/* The atoms built into this library. */
+static const struct {
+  int atom;
+  pl_cuda_launch_fn launch;
+} pl_atoms[] = {{700, pl_cuda_launch_700}};
+
+/* Run with comm->device current; restores the caller's device. */
+typedef struct {
+  int saved;
+} pl_devguard_t;
+static void pl_dev_enter(struct purlin_comm *comm, pl_devguard_t *g) {
+  g->saved = -1;
+  if (cudaGetDevice(&g->saved) != cudaSuccess) g->saved = -1;
+  if (g->saved != comm->device) cudaSetDevice(comm->device);
+}
+static void pl_dev_leave(struct purlin_comm *comm, const pl_devguard_t *g) {
+  if (g->saved >= 0 && g->saved != comm->device) cudaSetDevice(g->saved);
+}
+
+/* Every rank reports its status; all fail if one did (naming it), so that no rank goes on alone
+ * into a collective step that the failed rank will never take. */
+static purlin_status_t pl_agree(struct purlin_comm *comm, purlin_status_t mine, const char *what) {
+  int32_t me = (int32_t)mine, all[PL_MAX_WORLD];
+  purlin_status_t st = pl_bootstrap_allgather(comm->bs, &me, all, sizeof me);
+  if (st) return pl_comm_fail(comm, st, "%s: %s", what, pl_bootstrap_last_error(comm->bs));
+  if (mine) return mine;
+  for (int r = 0; r < comm->world; r++)
+    if (all[r])
+      return pl_comm_fail(comm, (purlin_status_t)all[r], "%s: rank %d failed (see its error)",
+                          what, r);
+  return PURLIN_OK;
+}
+
+/* ---- symmetric memory ------------------------------------------------------------------------- */
+
+static void pl_vmm_free(struct pl_cuda_dp *dp, pl_vmm_t *v, int world) {
+  for (int r = 0; r < v->nmapped; r++) pl_cu.cuMemUnmap(v->va + (CUdeviceptr)r * v->size, v->size);
+  for (int r = 0; r < world; r++)
+    if (v->h[r]) pl_cu.cuMemRelease(v->h[r]);
+  if (v->reserved) pl_cu.cuMemAddressFree(v->va, v->size * (size_t)world);
+  memset(v, 0, sizeof(*v));
+}
+
+/* This rank's part: create, export. */
+static purlin_status_t pl_vmm_local(struct purlin_comm *comm, pl_vmm_t *v, size_t bytes,
+                                    int *fd) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  CUmemAllocationProp prop;
+  size_t g = 0;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dp->cudev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  PL_CU(comm, pl_cu.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "symmetric memory: granularity");
+  size_t unit = (size_t)2 << 20; /* the same on every rank, whatever its granularity */
+  if (g > unit) unit = (g + unit - 1) / unit * unit;
+  v->size = (bytes + unit - 1) / unit * unit;
+  PL_CU(comm, pl_cu.cuMemCreate(&v->h[comm->rank], v->size, &prop, 0),
+        "symmetric memory: cuMemCreate");
+  PL_CU(comm,
+        pl_cu.cuMemExportToShareableHandle(fd, v->h[comm->rank],
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        "symmetric memory: export as a file descriptor");
+  return PURLIN_OK;
+}
+
+/* Import every peer's piece and map all of them here, readable and writable by this device. */
+static purlin_status_t pl_vmm_map(struct purlin_comm *comm, pl_vmm_t *v, int *fds) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  int w = comm->world;
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = dp->cudev;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  PL_CU(comm, pl_cu.cuMemAddressReserve(&v->va, v->size * (size_t)w, 0, 0, 0),
+        "symmetric memory: reserving address space");
+  v->reserved = 1;
+  for (int r = 0; r < w; r++) {
+    if (r != comm->rank) {
+      CUresult cr = pl_cu.cuMemImportFromShareableHandle(
+          &v->h[r], (void *)(uintptr_t)fds[r], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (cr != CUDA_SUCCESS)
+        return pl_comm_fail(comm, PURLIN_ERR_CUDA, "symmetric memory: importing rank %d's memory: %s",
+                            r, pl_cu_str(cr));
+    }
+    CUdeviceptr at = v->va + (CUdeviceptr)r * v->size;
+    CUresult cr = pl_cu.cuMemMap(at, v->size, 0, v->h[r], 0);
+    if (cr != CUDA_SUCCESS)
+      return pl_comm_fail(comm, PURLIN_ERR_CUDA, "symmetric memory: mapping rank %d's memory: %s",
+                          r, pl_cu_str(cr));
+    v->nmapped = r + 1;
+    cr = pl_cu.cuMemSetAccess(at, v->size, &acc, 1);
+    if (cr != CUDA_SUCCESS)
+      return pl_comm_fail(comm, PURLIN_ERR_CUDA,
+                          "symmetric memory: access from rank %d's GPU to rank %d's memory: %s",
+                          comm->rank, r, pl_cu_str(cr));
+  }
+  return PURLIN_OK;
+}
+
+/* Collective: every rank ends with every rank's `bytes` mapped (v->va + r * v->size), or all
+ * fail. */
+static purlin_status_t pl_vmm_create(struct purlin_comm *comm, pl_vmm_t *v, size_t bytes) {
+  int fd = -1, fds[PL_MAX_WORLD];
+  purlin_status_t st;
+  memset(v, 0, sizeof(*v));
+  st = pl_agree(comm, pl_vmm_local(comm, v, bytes, &fd), "symmetric memory");
+  if (st) {
+    if (fd >= 0) close(fd);
+    pl_vmm_free(comm->cuda, v, comm->world);
+    return st;
+  }
+  st = pl_bootstrap_allgather_fd(comm->bs, fd, fds);
+  close(fd);
+  if (st) {
+    pl_vmm_free(comm->cuda, v, comm->world);
+    return pl_comm_fail(comm, st, "symmetric memory: passing file descriptors: %s",
+                        pl_bootstrap_last_error(comm->bs));
+  }
+  purlin_status_t mine = pl_vmm_map(comm, v, fds);
+  for (int r = 0; r < comm->world; r++) close(fds[r]);
+  st = pl_agree(comm, mine, "symmetric memory");
+  if (st) pl_vmm_free(comm->cuda, v, comm->world);
+  return st;
+}
+
+/* ---- init / fini ------------------------------------------------------------------------------ */
+
+/* The workspace's geometry, as the host datapath's (host_exec.c): control block, packet windows
+ * [2 parities][world sources], two staging halves. */
+static void pl_cuda_geom(struct purlin_comm *comm, size_t staging_bytes) {
+  pl_ws_geom_t *g = &comm->geom;
+  uint64_t minwin = (pl_hdr_words(comm->world) + 64) * 16;
+  g->ctrl_bytes = (sizeof(pl_ctrl_t) + 4095) & ~(uint64_t)4095;
+  g->pkt_win = (uint64_t)pl_param_int(PL_PARAM_PACKET_BYTES) / 16 * 16;
+  if (g->pkt_win < minwin) g->pkt_win = minwin;
+  g->stg_half = staging_bytes / 2 / 64 * 64;
+  uint64_t minhalf = ((uint64_t)comm->world + 1) * 64 * 2;
+  if (g->stg_half < minhalf) g->stg_half = minhalf;
+  g->pkt_off = g->ctrl_bytes;
+  g->stg_off = (g->pkt_off + 2 * (uint64_t)comm->world * g->pkt_win + 4095) & ~(uint64_t)4095;
+  g->total = (g->stg_off + 2 * g->stg_half + 4095) & ~(uint64_t)4095;
+}
+
+typedef struct {
+  char bus[32];
+  unsigned char uuid[16];
+  int32_t major, minor;
+} pl_gpu_id_t;
+
+/* Every pair of ranks must reach each other's memory: the same GPU, or peer access. */
+static purlin_status_t pl_check_peers(struct purlin_comm *comm) {
+  pl_gpu_id_t mine, all[PL_MAX_WORLD];
+  cudaDeviceProp prop;
+  purlin_status_t st = PURLIN_OK;
+  memset(&mine, 0, sizeof mine);
+  PL_RT(comm, cudaGetDeviceProperties(&prop, comm->device), "init: device properties");
+  PL_RT(comm, cudaDeviceGetPCIBusId(mine.bus, sizeof mine.bus, comm->device), "init: PCI bus id");
+  memcpy(mine.uuid, &prop.uuid, sizeof mine.uuid);
+  mine.major = prop.major;
+  mine.minor = prop.minor;
+  st = pl_bootstrap_allgather(comm->bs, &mine, all, sizeof mine);
+  if (st) return pl_comm_fail(comm, st, "init: %s", pl_bootstrap_last_error(comm->bs));
+  purlin_status_t local = PURLIN_OK;
+  for (int r = 0; r < comm->world && !local; r++) {
+    if (!memcmp(all[r].uuid, mine.uuid, sizeof mine.uuid)) continue;
+    int ord = -1, can = 0;
+    if (cudaDeviceGetByPCIBusId(&ord, all[r].bus) != cudaSuccess) {
+      (void)cudaGetLastError();
+      local = pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                           "init: rank %d's GPU (%s) is not visible to rank %d (GPU %s): "
+                           "CUDA_VISIBLE_DEVICES must show every rank's GPU to every rank",
+                           r, all[r].bus, comm->rank, mine.bus);
+    } else if (cudaDeviceCanAccessPeer(&can, comm->device, ord) != cudaSuccess || !can) {
+      (void)cudaGetLastError();
+      local = pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                           "init: rank %d (GPU %s) cannot access the memory of rank %d (GPU %s): "
+                           "no peer access between these GPUs",
+                           comm->rank, mine.bus, r, all[r].bus);
+    }
+  }
+  return pl_agree(comm, local, "init: peer access");
+}
+
+static int pl_pick_atom(struct purlin_comm *comm, int major, int minor) {
+  const char *want = pl_param_str(PL_PARAM_ATOM);
+  int cc = major * 100 + minor * 10, req;
+  if (!strcmp(want, "auto") || !want[0]) req = cc >= 1000 ? 1000 : cc >= 900 ? 900 : cc >= 800 ? 800 : 700;
+  else req = atoi(want); /* "ce" -> 0: not built */
+  for (size_t i = 0; i < sizeof pl_atoms / sizeof pl_atoms[0]; i++)
+    if (pl_atoms[i].atom == req) {
+      comm->cuda->launch = pl_atoms[i].launch;
+      return req;
+    }
+  if (strcmp(want, "auto") != 0 && want[0])
+    PL_WARN("PURLIN_ATOM=%s: that atom is not built yet; using atom 700", want);
+  comm->cuda->launch = pl_cuda_launch_700;
+  return 700;
+}
+
+extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging_bytes) {
+  purlin_status_t st;
+  pl_devguard_t g;
+  int ndev = 0, v = 0, fdok = 0;
+  cudaDeviceProp prop;
+  if (!pl_cuda_available())
+    return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "init: CUDA datapath unavailable: %s",
+                        pl_cu_why);
+  struct pl_cuda_dp *dp = (struct pl_cuda_dp *)calloc(1, sizeof(*dp));
+  if (!dp) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "init: CUDA datapath state");
+  comm->cuda = dp;
+  dp->syms = (pl_vmm_t *)calloc(PL_CUDA_MAX_SYMS, sizeof(pl_vmm_t));
+  if (!dp->syms) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "init: CUDA datapath state");
+  PL_RT(comm, cudaGetDeviceCount(&ndev), "init: counting devices");
+  if (comm->device < 0) comm->device = comm->local_rank % ndev;
+  if (comm->device >= ndev)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "init: config->device %d, but only %d devices are visible", comm->device,
+                        ndev);
+  dp->device = comm->device;
+  pl_dev_enter(comm, &g);
+  st = PURLIN_OK;
+  do {
+    cudaError_t e = cudaSetDevice(comm->device);
+    if (e != cudaSuccess) {
+      st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "init: cudaSetDevice(%d): %s", comm->device,
+                        cudaGetErrorString(e));
+      break;
+    }
+    CUresult cr = pl_cu.cuDeviceGet(&dp->cudev, comm->device);
+    if (cr == CUDA_SUCCESS)
+      cr = pl_cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                      dp->cudev);
+    if (cr == CUDA_SUCCESS)
+      cr = pl_cu.cuDeviceGetAttribute(
+          &fdok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dp->cudev);
+    if (cr != CUDA_SUCCESS) {
+      st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "init: device attributes: %s", pl_cu_str(cr));
+    } else if (!v || !fdok) {
+      st = pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "init: device %d lacks %s", comm->device,
+                        !v ? "virtual memory management (cuMem)"
+                           : "POSIX file descriptor export of cuMem memory");
+    }
+    st = pl_agree(comm, st, "init: CUDA device");
+    if (st) break;
+    if ((st = pl_check_peers(comm))) break;
+    e = cudaGetDeviceProperties(&prop, comm->device);
+    if (e != cudaSuccess) {
+      st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "init: %s", cudaGetErrorString(e));
+      break;
+    }
+    dp->atom = pl_pick_atom(comm, prop.major, prop.minor);
+    pl_cuda_geom(comm, staging_bytes);
+    if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
+    for (int r = 0; r < comm->world; r++)
+      comm->ws[r] = (char *)(uintptr_t)(dp->ws.va + (CUdeviceptr)r * dp->ws.size);
+    size_t hdr_bytes = (size_t)comm->world * pl_hdr_words(comm->world) * 8;
+    size_t tab_bytes = (size_t)PL_CUDA_MAX_SYMS * (1 + (size_t)comm->world) * 8;
+    purlin_status_t local = PURLIN_OK;
+#define PL_TRY_(call)                                                                              \
+  if (!local && (e = (call)) != cudaSuccess)                                                       \
+    local = pl_comm_fail(comm, e == cudaErrorMemoryAllocation ? PURLIN_ERR_NO_MEMORY               \
+                                                              : PURLIN_ERR_CUDA,                   \
+                         "init: %s: %s", #call, cudaGetErrorString(e));
+    PL_TRY_(cudaMemset(comm->ws[comm->rank], 0, comm->geom.total))
+    PL_TRY_(cudaMalloc((void **)&dp->state, sizeof(pl_cuda_state_t)))
+    PL_TRY_(cudaMemset(dp->state, 0, sizeof(pl_cuda_state_t)))
+    PL_TRY_(cudaMalloc((void **)&dp->hdr, hdr_bytes))
+    PL_TRY_(cudaMalloc((void **)&dp->scratch, (size_t)comm->world * PL_SNAC_SEG))
+    PL_TRY_(cudaMalloc((void **)&dp->symtab, tab_bytes))
+    PL_TRY_(cudaMemset(dp->symtab, 0, tab_bytes))
+    PL_TRY_(cudaHostAlloc((void **)&dp->err_host, sizeof(pl_cuda_err_t),
+                          cudaHostAllocMapped | cudaHostAllocPortable))
+    if (!local) memset(dp->err_host, 0, sizeof(pl_cuda_err_t));
+    PL_TRY_(cudaHostGetDevicePointer((void **)&dp->err_dev, dp->err_host, 0))
+    PL_TRY_(cudaStreamCreateWithFlags(&dp->abort_stream, cudaStreamNonBlocking))
+    PL_TRY_(cudaDeviceSynchronize())
+#undef PL_TRY_
+    /* every workspace is zeroed before any rank may write into a peer's */
+    if ((st = pl_agree(comm, local, "init: CUDA buffers"))) break;
+    PL_INFO("CUDA datapath: device %d (%s, sm_%d%d), atom %d, workspace %llu bytes mapped x %d",
+            comm->device, prop.name, prop.major, prop.minor, dp->atom,
+            (unsigned long long)dp->ws.size, comm->world);
+  } while (0);
+  pl_dev_leave(comm, &g);
+  return st;
+}
+
+extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  pl_devguard_t g;
+  if (!dp) return;
+  pl_dev_enter(comm, &g);
+  cudaDeviceSynchronize(); /* nothing of ours may run on memory about to go */
+  (void)cudaGetLastError();
+  for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
+    if (dp->syms[i].reserved || dp->syms[i].h[comm->rank]) pl_vmm_free(dp, &dp->syms[i], comm->world);
+  pl_vmm_free(dp, &dp->ws, comm->world);
+  for (int r = 0; r < PL_MAX_WORLD; r++) comm->ws[r] = NULL;
+  cudaFree(dp->state);
+  cudaFree(dp->hdr);
+  cudaFree(dp->scratch);
+  cudaFree(dp->symtab);
+  if (dp->err_host) cudaFreeHost(dp->err_host);
+  if (dp->abort_stream) cudaStreamDestroy(dp->abort_stream);
+  (void)cudaGetLastError();
+  pl_dev_leave(comm, &g);
+  free(dp->syms);
+  free(dp);
+  comm->cuda = NULL;
+}
+
+/* ---- peer-accessible memory ------------------------------------------------------------------- */
+
+static purlin_status_t pl_symtab_put(struct purlin_comm *comm, int id) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  uint64_t e[1 + PL_MAX_WORLD];
+  size_t n = 1 + (size_t)comm->world;
+  const pl_sym_t *s = &comm->syms[id];
+  memset(e, 0, sizeof e);
+  if (s->used) {
+    e[0] = s->bytes;
+    for (int r = 0; r < comm->world; r++) e[1 + r] = (uint64_t)(uintptr_t)s->base[r];
+  }
+  PL_RT(comm, cudaMemcpy(dp->symtab + (size_t)id * n, e, n * 8, cudaMemcpyHostToDevice),
+        "purlin_mem_alloc: device table");
+  return PURLIN_OK;
+}
+
+extern "C" purlin_status_t pl_cuda_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  pl_devguard_t g;
+  purlin_status_t st;
+  int id;
+  for (id = 0; id < comm->nsyms && comm->syms[id].used; id++) {
+  }
+  if (id >= PL_CUDA_MAX_SYMS)
+    return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY,
+                        "purlin_mem_alloc: more than %d buffers at once", PL_CUDA_MAX_SYMS);
+  if (id == comm->nsyms) {
+    pl_sym_t *n = (pl_sym_t *)realloc(comm->syms, sizeof(*n) * (size_t)(comm->nsyms + 1));
+    if (!n) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "purlin_mem_alloc: table");
+    comm->syms = n;
+    memset(&comm->syms[comm->nsyms++], 0, sizeof(*n));
+  }
+  pl_dev_enter(comm, &g);
+  st = pl_vmm_create(comm, &dp->syms[id], bytes);
+  if (!st) {
+    pl_sym_t *s = &comm->syms[id];
+    pl_vmm_t *v = &dp->syms[id];
+    for (int r = 0; r < comm->world; r++)
+      s->base[r] = (char *)(uintptr_t)(v->va + (CUdeviceptr)r * v->size);
+    s->bytes = bytes;
+    s->mapped = v->size;
+    s->used = 1;
+    if ((st = pl_symtab_put(comm, id))) {
+      memset(s, 0, sizeof(*s));
+      pl_vmm_free(dp, v, comm->world);
+    } else {
+      *ptr = s->base[comm->rank];
+    }
+  }
+  pl_dev_leave(comm, &g);
+  return st;
+}
+
+extern "C" purlin_status_t pl_cuda_mem_free(struct purlin_comm *comm, void *ptr) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  pl_devguard_t g;
+  for (int i = 0; i < comm->nsyms; i++) {
+    pl_sym_t *s = &comm->syms[i];
+    if (!s->used || s->base[comm->rank] != ptr) continue;
+    pl_dev_enter(comm, &g);
+    cudaDeviceSynchronize(); /* no kernel of ours may still read it */
+    (void)cudaGetLastError();
+    memset(s, 0, sizeof(*s));
+    purlin_status_t st = dp ? pl_symtab_put(comm, i) : PURLIN_OK;
+    if (dp) pl_vmm_free(dp, &dp->syms[i], comm->world);
+    pl_dev_leave(comm, &g);
+    return st;
+  }
+  return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                      "purlin_mem_free: ptr %p was not returned by purlin_mem_alloc", ptr);
+}
+
+/* ---- errors recorded on the device ------------------------------------------------------------ */
+
+static purlin_status_t pl_cuda_fatal(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  const pl_cuda_err_t *e = dp->err_host;
+  purlin_status_t st = (purlin_status_t)e->status;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  comm->aborted = 1;
+  if (!comm->async_error) comm->async_error = st;
+  if (dp->fatal_seen) return st;
+  dp->fatal_seen = 1;
+  const char *coll = pl_coll_name(e->coll);
+  unsigned long long call = (unsigned long long)e->call;
+  if (st == PURLIN_ERR_TIMEOUT)
+    return pl_comm_fail(comm, st, "%s (call #%llu): timed out after %d ms waiting for rank %d (%s)",
+                        coll, call, comm->timeout_ms, e->peer, e->what);
+  if (st == PURLIN_ERR_REMOTE) {
+    uint64_t info = e->abort_info;
+    int who = (int)(info & 0xffff) - 1, culprit = (int)(info >> 16 & 0xffff) - 1;
+    int why = -(int)(info >> 32 & 0xff);
+    char blame[48] = "";
+    if (culprit >= 0) snprintf(blame, sizeof blame, " on rank %d", culprit);
+    return pl_comm_fail(comm, st, "%s (call #%llu): rank %d aborted the communicator (%s%s)", coll,
+                        call, who, purlin_status_name((purlin_status_t)why), blame);
+  }
+  return pl_comm_fail(comm, st, "%s (call #%llu): failed on the device (%s, rank %d)", coll, call,
+                      e->what, e->peer);
+}
+
+extern "C" purlin_status_t pl_cuda_async_error(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  if (!dp || !dp->err_host) return PURLIN_OK;
+  const pl_cuda_err_t *e = dp->err_host;
+  if (e->status) return pl_cuda_fatal(comm);
+  uint32_t seq = e->mis_seq;
+  if (seq == dp->mis_seen) return PURLIN_OK;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  dp->mis_seen = seq;
+  char idx[32] = "";
+  if (e->mis_index >= 0) snprintf(idx, sizeof idx, "[%d]", e->mis_index);
+  return pl_comm_fail(comm, PURLIN_ERR_MISMATCH,
+                      "%s (call #%llu): ranks disagree on %s%s: rank %d has %llu, rank %d has %llu",
+                      pl_coll_name(e->mis_coll), (unsigned long long)e->mis_call, e->mis_param, idx,
+                      e->mis_rank_a, (unsigned long long)e->mis_val_a, e->mis_rank_b,
+                      (unsigned long long)e->mis_val_b);
+}
+
+extern "C" void pl_cuda_abort(struct purlin_comm *comm, unsigned long long abort_info) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  pl_devguard_t g;
+  static const uint64_t one = 1;
+  if (!dp || !comm->ws[0]) return;
+  uint64_t info = abort_info;
+  pl_dev_enter(comm, &g);
+  for (int r = 0; r < comm->world; r++) {
+    pl_ctrl_t *c = (pl_ctrl_t *)comm->ws[r];
+    cudaMemcpyAsync(&c->abort_info, &info, 8, cudaMemcpyHostToDevice, dp->abort_stream);
+    cudaMemcpyAsync(&c->abort, &one, 8, cudaMemcpyHostToDevice, dp->abort_stream);
+  }
+  cudaStreamSynchronize(dp->abort_stream);
+  (void)cudaGetLastError();
+  pl_dev_leave(comm, &g);
+}
+
+/* ---- one call --------------------------------------------------------------------------------- */
+
+extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t *call,
+                                       const void *send, void *recv, int in_place, void *stream) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  pl_devguard_t g;
+  pl_cuda_args_t args;
+  pl_snac_t *x = &args.x;
+  if (dp->err_host->status) return pl_cuda_fatal(comm);
+  memset(&args, 0, sizeof args);
+  x->c = *call;
+  if (pl_coll_is_v(call->coll)) {
+    const uint64_t *v[4] = {call->scounts, call->sdispls, call->rcounts, call->rdispls};
+    for (int k = 0; k < 4; k++)
+      if (v[k]) memcpy(args.v[k], v[k], sizeof(uint64_t) * (size_t)call->world);
+  }
+  x->c.scounts = args.v[0]; /* host copies for the plan below; the device points at its own */
+  x->c.sdispls = args.v[1];
+  x->c.rcounts = args.v[2];
+  x->c.rdispls = args.v[3];
+  x->geom = comm->geom;
+  x->send = (const char *)send;
+  x->recv = (char *)recv;
+  x->in_place = in_place;
+  memcpy(x->ws, comm->ws, sizeof(x->ws));
+  pl_plan_make(&x->c, &x->geom, &comm->tune, &x->plan);
+  /* Zero copy, as on the host datapath (host_exec.c): AllToAll in place must stage. */
+  int a2a = call->coll == PL_COLL_ALL_TO_ALL || call->coll == PL_COLL_ALL_TO_ALL_V;
+  if (pl_param_int(PL_PARAM_ZERO_COPY) && !(a2a && in_place)) {
+    uint64_t in_bytes = 0;
+    for (int d = 0; d < call->world; d++) {
+      uint64_t e = pl_coll_is_reduce(call->coll)
+                       ? pl_shard_in_off(&x->c, d) + pl_shard_bytes(&x->c, d)
+                       : pl_gather_send_off(&x->c, d) + pl_gather_bytes_send(&x->c, d);
+      if (e > in_bytes) in_bytes = e;
+    }
+    if (in_bytes && pl_sym_find(comm, send, in_bytes, &x->sym_send[0], &x->sym_send[1]))
+      x->zc_send = 1;
+    if (call->coll == PL_COLL_ALL_REDUCE && call->count &&
+        pl_sym_find(comm, recv, call->count * call->esize, &x->sym_recv[0], &x->sym_recv[1]))
+      x->zc_recv = 1;
+  }
+  if (pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2)
+    return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "%s: a block needs more than 2^24 rounds of %llu bytes: raise "
+                        "PURLIN_STAGING_BYTES", pl_coll_name(call->coll),
+                        (unsigned long long)x->plan.chunk);
+  int grid = pl_snac_stage_rounds(x) > 0 ? 2 : 1;
+  x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
+  args.state = dp->state;
+  args.hdr = dp->hdr;
+  args.scratch = dp->scratch;
+  args.symtab = dp->symtab;
+  args.err = dp->err_dev;
+  args.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  pl_dev_enter(comm, &g);
+  cudaError_t e = dp->launch(&args, grid, (cudaStream_t)stream);
+  pl_dev_leave(comm, &g);
+  comm->epoch++;
+  if (e != cudaSuccess)
+    return pl_comm_fail(comm, PURLIN_ERR_CUDA, "%s: kernel launch on device %d failed: %s%s",
+                        pl_coll_name(call->coll), comm->device, cudaGetErrorString(e),
+                        e == cudaErrorNoKernelImageForDevice
+                            ? " (rebuild with this GPU in CMAKE_CUDA_ARCHITECTURES)"
+                            : "");
+  return PURLIN_OK;
+}

@@ -1,0 +1,61 @@
+/* cuda_int.h -- what the CUDA datapath's host code (cuda_dp.cu) and its kernels (kernel_*.cu)
+ * share: the kernel's argument block, the device-resident state, the error record. CUDA C++ only
+ * (included by .cu files). */
+#ifndef PL_CUDA_INT_H
+#define PL_CUDA_INT_H
+
+#include <cuda_runtime.h>
+
+#include "snac/snac_types.h"
+
+/* Threads of one worker group (CTA). */
+#define PL_CUDA_THREADS 512
+/* Capacity of the device table of purlin_mem_alloc buffers. */
+#define PL_CUDA_MAX_SYMS 1024
+/* A CTA stopped because the other CTA of its call failed (not an error of its own). */
+#define PL_CUDA_STOP_SIBLING 1
+
+/* Per communicator, in device memory. The epoch lives here, not in kernel arguments, so that a
+ * captured CUDA graph replays correctly (reference/purlin.md section 2). */
+typedef struct {
+  uint64_t epoch;      /* calls this rank's kernels have completed; advanced by the last CTA */
+  uint32_t exit_count; /* CTAs of the running call that have finished */
+  int32_t err_claim;   /* the first fatal error wins the error record (atomicCAS here, in device
+                          memory: atomics on mapped host memory are not portable) */
+  uint32_t pad[12];
+} pl_cuda_state_t;
+
+/* The device's error record, in mapped pinned host memory so that the host reads it without a
+ * synchronisation. Fields are written first, then the status (or mis_seq) after a system fence. */
+typedef struct {
+  volatile int32_t status; /* fatal status, 0 if none; written last */
+  int32_t pad0;
+  int32_t peer, coll;
+  uint64_t call;           /* the device epoch of the failed call */
+  uint64_t abort_info;     /* REMOTE: the abort word's info (who aborted, why) */
+  char what[64];
+  /* the latest MISMATCH (the communicator stays usable) */
+  volatile uint32_t mis_seq; /* incremented after the fields below are written */
+  int32_t mis_index, mis_rank_a, mis_rank_b, mis_coll, pad;
+  uint64_t mis_val_a, mis_val_b, mis_call;
+  char mis_param[32];
+} pl_cuda_err_t;
+
+/* The kernel's argument block (by value, < 4 KiB). x.epoch, x.hdr and the V pointers of x.c are
+ * filled on the device. */
+typedef struct {
+  pl_snac_t x;
+  uint64_t v[4][PL_MAX_WORLD]; /* scounts, sdispls, rcounts, rdispls (V collectives) */
+  pl_cuda_state_t *state;
+  uint64_t *hdr;               /* world * pl_hdr_words(world): headers received */
+  char *scratch;               /* world * PL_SNAC_SEG bytes */
+  const uint64_t *symtab;      /* PL_CUDA_MAX_SYMS entries of (1 + world) words: bytes, bases */
+  pl_cuda_err_t *err;          /* device pointer of the pinned error record */
+  uint64_t timeout_ns;
+} pl_cuda_args_t;
+
+/* One launcher per atom (kernel_<atom>.cu). */
+typedef cudaError_t (*pl_cuda_launch_fn)(const pl_cuda_args_t *args, int grid, cudaStream_t s);
+cudaError_t pl_cuda_launch_700(const pl_cuda_args_t *args, int grid, cudaStream_t s);
+
+#endif

@@ -1,0 +1,104 @@
+/* kernel_body.cuh -- the one kernel of a call, for the atom included before it (see kernel_700.cu).
+ * CTA 0 runs SNAC's main group (notify, agree, consume); CTA 1, when the call stages anything, runs
+ * the stager, concurrently. The call's epoch comes from device memory and the last CTA to finish
+ * advances it, so kernel arguments are the same on every replay of a captured graph (the idea of
+ * reference/purlin.md section 2, with one counter per rank instead of one per CTA slot). */
+#ifndef PL_CUDA_KERNEL_NAME
+#error "define PL_CUDA_KERNEL_NAME and PL_CUDA_LAUNCH_NAME, include the atom and snac/snac.h first"
+#endif
+
+/* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTA,
+ * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). */
+static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
+  pl_snac_t *x = &sh->x;
+  pl_cuda_err_t *e = args->err;
+  int w = x->c.world, r = x->c.rank;
+  pl_ctrl_t *me = pl_snac_ctrl(x, r);
+  if (st == PL_CUDA_STOP_SIBLING) return;
+  if (st == PURLIN_ERR_MISMATCH) {
+    const char *p = x->mismatch.param;
+    int i = 0;
+    for (; p && p[i] && i < (int)sizeof e->mis_param - 1; i++) e->mis_param[i] = p[i];
+    e->mis_param[i] = 0;
+    e->mis_index = x->mismatch.index;
+    e->mis_rank_a = x->mismatch.rank_a;
+    e->mis_rank_b = x->mismatch.rank_b;
+    e->mis_val_a = x->mismatch.val_a;
+    e->mis_val_b = x->mismatch.val_b;
+    e->mis_call = x->epoch;
+    e->mis_coll = x->c.coll;
+    __threadfence_system();
+    e->mis_seq = e->mis_seq + 1;
+    __threadfence_system();
+    pl_st_release_sys(&me->err_epoch, x->epoch + 1);
+    return;
+  }
+  if (atomicCAS(&args->state->err_claim, 0, 1) == 0) {
+    const char *p = sh->err_what;
+    int i = 0;
+    for (; p && p[i] && i < (int)sizeof e->what - 1; i++) e->what[i] = p[i];
+    e->what[i] = 0;
+    e->peer = sh->err_peer;
+    e->coll = x->c.coll;
+    e->call = x->epoch;
+    e->abort_info = pl_ld_acquire_sys(&me->abort_info);
+    __threadfence_system();
+    e->status = st;
+    __threadfence_system();
+  }
+  pl_st_release_sys(&me->err_epoch, x->epoch + 1);
+  if (st == PURLIN_ERR_REMOTE) return; /* someone else aborted: every rank knows already */
+  uint64_t info = (uint64_t)(r + 1) | (uint64_t)(sh->err_peer + 1) << 16 |
+                  (uint64_t)(-st & 0xff) << 32;
+  for (int i = 0; i < w; i++) {
+    pl_ctrl_t *c = pl_snac_ctrl(x, (r + i) % w);
+    atomicCAS_system((unsigned long long *)&c->abort_info, 0ull, (unsigned long long)info);
+    pl_st_release_sys(&c->abort, 1);
+  }
+}
+
+__global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
+    PL_CUDA_KERNEL_NAME(const __grid_constant__ pl_cuda_args_t args) {
+  __shared__ pl_cuda_sh_t sh;
+  const uint64_t *src = (const uint64_t *)&args.x;
+  uint64_t *dst = (uint64_t *)&sh.x;
+  for (unsigned i = threadIdx.x; i < sizeof(pl_snac_t) / 8; i += blockDim.x) dst[i] = src[i];
+  for (unsigned i = threadIdx.x; i < 4 * PL_MAX_WORLD; i += blockDim.x)
+    (&sh.v[0][0])[i] = (&args.v[0][0])[i];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sh.x.epoch = *(volatile uint64_t *)&args.state->epoch;
+    sh.x.hdr = args.hdr;
+    sh.x.c.scounts = sh.v[0];
+    sh.x.c.sdispls = sh.v[1];
+    sh.x.c.rcounts = sh.v[2];
+    sh.x.c.rdispls = sh.v[3];
+    sh.err = 0;
+    sh.err_peer = -1;
+    sh.err_what = NULL;
+  }
+  __syncthreads();
+  pl_atom_t a;
+  a.me = pl_snac_ctrl(&sh.x, sh.x.c.rank);
+  a.epoch = sh.x.epoch;
+  a.timeout = args.timeout_ns;
+  a.scratch = args.scratch;
+  a.symtab = args.symtab;
+  a.world = sh.x.c.world;
+  a.sh = &sh;
+  int st = blockIdx.x == 0 ? pl_snac_main(&a, &sh.x, sh.myhdr) : pl_snac_stage(&a, &sh.x);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (st) pl_dev_report(&args, &sh, st);
+    __threadfence();
+    if (atomicAdd(&args.state->exit_count, 1u) == gridDim.x - 1) {
+      args.state->exit_count = 0;
+      *(volatile uint64_t *)&args.state->epoch = sh.x.epoch + 1;
+    }
+  }
+}
+
+cudaError_t PL_CUDA_LAUNCH_NAME(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
+  PL_CUDA_KERNEL_NAME<<<grid, PL_CUDA_THREADS, 0, s>>>(*args);
+  return cudaGetLastError();
+}

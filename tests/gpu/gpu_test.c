@@ -1,0 +1,735 @@
+/* gpu_test -- end-to-end correctness of the CUDA datapath, on a GPU machine, under purlinrun:
+ *
+ *   purlinrun -n N gpu_test [--quick] [--big] [--graph] [--seed S]     correctness (default)
+ *   purlinrun -n N gpu_test --tiny                                     a few cases (sanitizers)
+ *   purlinrun -n N gpu_test --fault mismatch                          MISMATCH on every rank
+ *   purlinrun -n N gpu_test --fault kill                              rank N-1 dies mid-call
+ *
+ * Every rank picks device PURLIN_LOCAL_RANK % devices (several ranks share a GPU under MPS), runs
+ * the same list of cases in lockstep, and checks its whole output buffer element by element: the
+ * expected values come from the library's own host reduction (pl_reduce_elems of src/dtype.h, the
+ * host datapath's code), fed in rank order, so deterministic results must be equal bit for bit;
+ * non-deterministic ones within a tolerance. Bytes of the output buffer that the call must not
+ * write keep their sentinel. Inputs are a function of (seed, case, rank, index), so every rank
+ * knows every other rank's input without communication.
+ *
+ * Output: one line per failure (at most 30), then "gpu_test: rank R: P passed, F failed" and exit
+ * status 1 on any failure. */
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "purlin.h"
+
+enum { C_AR, C_AG, C_RS, C_A2A, C_AGV, C_RSV, C_A2AV, C_COUNT };
+static const char *const k_coll[C_COUNT] = {"ar", "ag", "rs", "a2a", "agv", "rsv", "a2av"};
+static int coll_reduces(int c) { return c == C_AR || c == C_RS || c == C_RSV; }
+static int coll_is_v(int c) { return c >= C_AGV; }
+
+/* Buffers: d = cudaMalloc, m = purlin_mem_alloc; u = offset by one element (unaligned). */
+enum { B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_COUNT };
+static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm", "out:dm", "in:d", "in:m", "out:dd:u"};
+static int buf_inplace(int b) { return b == B_IN_D || b == B_IN_M; }
+
+typedef struct {
+  int coll, dtype, op, mode, buf, vdispl;
+  size_t count;
+  uint64_t key;
+} case_t;
+
+static purlin_comm_t g_comm;
+static cudaStream_t g_stream;
+static int g_rank, g_world;
+static long g_pass, g_fail, g_lines;
+static uint64_t g_seed = 1;
+static size_t g_pool_bytes;
+static char *g_dev[2], *g_sym[2]; /* send-side and recv-side pools */
+static char *g_host_got, *g_host_exp, *g_host_in;
+static char *g_gen[72]; /* per rank input chunk for the reference */
+
+#define CHUNK 65536 /* elements per reference chunk */
+#define SENTINEL 0xA5
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void fail_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail_line(const char *fmt, ...) {
+  g_fail++;
+  if (g_lines++ >= 30) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "gpu_test: rank %d: FAIL ", g_rank);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "gpu_test: rank %d: %s: %s\n", g_rank, #call, cudaGetErrorString(e_));      \
+      exit(2);                                                                                     \
+    }                                                                                              \
+  } while (0)
+#define PK(call)                                                                                   \
+  do {                                                                                             \
+    purlin_status_t s_ = (call);                                                                   \
+    if (s_ != PURLIN_OK) {                                                                         \
+      fprintf(stderr, "gpu_test: rank %d: %s: %s: %s\n", g_rank, #call, purlin_status_name(s_),   \
+              purlin_comm_last_error(g_comm));                                                     \
+      exit(2);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* ---- inputs ---------------------------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Element idx of rank r's send buffer. Floats: 24 random mantissa bits in [-2, 2) (sums round, so
+ * the order of accumulation shows in the bits); prod: magnitudes in [0.5, 2). */
+static void gen_elem(const case_t *c, int r, uint64_t idx, void *out) {
+  uint64_t h = mix(c->key ^ mix((uint64_t)r << 48 ^ idx));
+  float f = (float)((int64_t)(h >> 40) - (1 << 23)) * (1.0f / (1 << 22));
+  if (c->op == PURLIN_PROD) f = (h & 1 ? -1.0f : 1.0f) * (0.5f + (float)(h >> 41) * (1.5f / (1u << 23)));
+  switch (c->dtype) {
+  case PURLIN_F32: memcpy(out, &f, 4); break;
+  case PURLIN_F64: {
+    double d = (double)((int64_t)(h >> 11) - (1ll << 52)) / (double)(1ll << 51);
+    memcpy(out, &d, 8);
+    break;
+  }
+  case PURLIN_F16: { uint16_t v = pl_f32_to_f16(f); memcpy(out, &v, 2); break; }
+  case PURLIN_BF16: { uint16_t v = pl_f32_to_bf16(f); memcpy(out, &v, 2); break; }
+  case PURLIN_FP8_E4M3: *(uint8_t *)out = pl_f32_to_e4m3(f); break;
+  case PURLIN_FP8_E5M2: *(uint8_t *)out = pl_f32_to_e5m2(f); break;
+  default: memcpy(out, &h, pl_dtype_bytes(c->dtype)); break; /* integers: random bits */
+  }
+}
+static void gen_fill(const case_t *c, int r, uint64_t start, size_t n, char *out) {
+  size_t es = pl_dtype_bytes(c->dtype);
+  for (size_t i = 0; i < n; i++) gen_elem(c, r, start + i, out + i * es);
+}
+
+/* ---- layout of a case ------------------------------------------------------------------------ */
+
+typedef struct {
+  size_t sc[72][72], sd[72][72]; /* A2AV: rank r's send counts and displacements to p */
+  size_t rc[72], rd[72];         /* my recvcounts / rdispls (AGV, A2AV), recvcounts (RSV) */
+  size_t vsd[72];                /* RSV sdispls (the same on every rank) */
+  size_t send_elems[72];         /* extent of rank r's input */
+  size_t recv_elems;             /* extent of my output */
+  size_t in_off;                 /* in place: where my input sits in the recv buffer (elements) */
+  size_t out_off;                /* RS/RSV in place: where my output sits in the send buffer */
+} lay_t;
+
+static size_t vcount(const case_t *c, int a, int b) {
+  uint64_t h = mix(c->key ^ 0x5151 ^ ((uint64_t)a << 20) ^ (uint64_t)b);
+  if (h % 5 == 0) return 0;
+  return (size_t)(h >> 8) % (2 * c->count + 1);
+}
+
+/* Displacements: prefix sums (vdispl 0, passed as NULL), or blocks in reverse rank order with a
+ * one-element gap after each (vdispl 1). */
+static void displs(const size_t *cnt, int w, int gapped, size_t *d, size_t *extent) {
+  size_t s = 0;
+  for (int k = 0; k < w; k++) {
+    int i = gapped ? w - 1 - k : k;
+    d[i] = s;
+    s += cnt[i] + (gapped ? 1 : 0);
+  }
+  *extent = s;
+}
+
+static void layout(const case_t *c, lay_t *L) {
+  int w = g_world, me = g_rank;
+  size_t n = c->count, ext;
+  memset(L, 0, sizeof(*L));
+  switch (c->coll) {
+  case C_AR:
+    for (int r = 0; r < w; r++) L->send_elems[r] = n;
+    L->recv_elems = n;
+    break;
+  case C_AG:
+    for (int r = 0; r < w; r++) L->send_elems[r] = n;
+    L->recv_elems = n * w;
+    L->in_off = n * me;
+    break;
+  case C_RS:
+    for (int r = 0; r < w; r++) L->send_elems[r] = n * w;
+    L->recv_elems = n;
+    L->out_off = n * me;
+    break;
+  case C_A2A:
+    for (int r = 0; r < w; r++) L->send_elems[r] = n * w;
+    L->recv_elems = n * w;
+    break;
+  case C_AGV:
+    for (int r = 0; r < w; r++) L->rc[r] = vcount(c, r, 0);
+    displs(L->rc, w, c->vdispl, L->rd, &L->recv_elems);
+    for (int r = 0; r < w; r++) L->send_elems[r] = L->rc[r];
+    L->in_off = L->rd[me];
+    break;
+  case C_RSV:
+    for (int r = 0; r < w; r++) L->rc[r] = vcount(c, r, 0);
+    displs(L->rc, w, c->vdispl, L->vsd, &ext);
+    for (int r = 0; r < w; r++) L->send_elems[r] = ext;
+    L->recv_elems = L->rc[me];
+    L->out_off = L->vsd[me];
+    break;
+  case C_A2AV: {
+    int sym = buf_inplace(c->buf); /* in place needs sendcounts == recvcounts: symmetric counts */
+    for (int r = 0; r < w; r++) {
+      for (int p = 0; p < w; p++)
+        L->sc[r][p] = sym ? vcount(c, r < p ? r : p, r < p ? p : r) : vcount(c, r, p);
+      displs(L->sc[r], w, c->vdispl, L->sd[r], &L->send_elems[r]);
+    }
+    for (int r = 0; r < w; r++) L->rc[r] = L->sc[r][me];
+    if (sym) {
+      memcpy(L->rd, L->sd[me], sizeof L->rd);
+      L->recv_elems = L->send_elems[me];
+    } else {
+      displs(L->rc, w, c->vdispl, L->rd, &L->recv_elems);
+    }
+    break;
+  }
+  }
+}
+
+/* ---- expected output ------------------------------------------------------------------------- */
+
+/* exp[j] for j < n = reduce over r of input_r[start + j], by pl_reduce_elems (rank order). */
+static void ref_reduce(const case_t *c, size_t start, size_t n, char *exp) {
+  size_t es = pl_dtype_bytes(c->dtype);
+  const void *srcs[72];
+  for (size_t o = 0; o < n; o += CHUNK) {
+    size_t k = n - o < CHUNK ? n - o : CHUNK;
+    for (int r = 0; r < g_world; r++) {
+      gen_fill(c, r, start + o, k, g_gen[r]);
+      srcs[r] = g_gen[r];
+    }
+    pl_reduce_elems(exp + o * es, srcs, g_world, k, c->dtype, c->op, g_world);
+  }
+}
+
+/* The whole output buffer: the blocks the call writes over what was there before (the sentinel,
+ * and in place my own input, which gaps between V blocks keep). */
+static void expected(const case_t *c, const lay_t *L, char *exp, const char *my_input) {
+  size_t es = pl_dtype_bytes(c->dtype), n = c->count;
+  int w = g_world, me = g_rank;
+  memset(exp, SENTINEL, L->recv_elems * es);
+  if (my_input && !coll_reduces(c->coll))
+    memcpy(exp + L->in_off * es, my_input, L->send_elems[me] * es);
+  switch (c->coll) {
+  case C_AR: ref_reduce(c, 0, n, exp); break;
+  case C_RS: ref_reduce(c, n * me, n, exp); break;
+  case C_RSV: ref_reduce(c, L->vsd[me], L->rc[me], exp); break;
+  case C_AG:
+    for (int r = 0; r < w; r++) gen_fill(c, r, 0, n, exp + n * r * es);
+    break;
+  case C_A2A:
+    for (int r = 0; r < w; r++) gen_fill(c, r, n * me, n, exp + n * r * es);
+    break;
+  case C_AGV:
+    for (int r = 0; r < w; r++) gen_fill(c, r, 0, L->rc[r], exp + L->rd[r] * es);
+    break;
+  case C_A2AV:
+    for (int r = 0; r < w; r++) gen_fill(c, r, L->sd[r][me], L->rc[r], exp + L->rd[r] * es);
+    break;
+  }
+}
+
+static double float_value(int dtype, const void *p) {
+  switch (dtype) {
+  case PURLIN_F32: { float f; memcpy(&f, p, 4); return f; }
+  case PURLIN_F64: { double d; memcpy(&d, p, 8); return d; }
+  case PURLIN_F16: { uint16_t v; memcpy(&v, p, 2); return pl_f16_to_f32(v); }
+  case PURLIN_BF16: { uint16_t v; memcpy(&v, p, 2); return pl_bf16_to_f32(v); }
+  case PURLIN_FP8_E4M3: return pl_e4m3_to_f32(*(const uint8_t *)p);
+  case PURLIN_FP8_E5M2: return pl_e5m2_to_f32(*(const uint8_t *)p);
+  default: return 0;
+  }
+}
+static int is_float(int dtype) {
+  return dtype == PURLIN_F32 || dtype == PURLIN_F64 || dtype == PURLIN_F16 ||
+         dtype == PURLIN_BF16 || dtype == PURLIN_FP8_E4M3 || dtype == PURLIN_FP8_E5M2;
+}
+/* Non-deterministic sums may round differently: a few units of the format's precision, scaled by
+ * the largest partial sum (|inputs| < 2). */
+static double tolerance(const case_t *c) {
+  double eps = c->dtype == PURLIN_F64 ? 0x1p-52 : c->dtype == PURLIN_F32 ? 0x1p-23
+               : c->dtype == PURLIN_F16 ? 0x1p-10 : c->dtype == PURLIN_BF16 ? 0x1p-7
+               : c->dtype == PURLIN_FP8_E4M3 ? 0x1p-3 : 0x1p-2;
+  return 4.0 * eps * 2.0 * g_world;
+}
+
+static void describe(const case_t *c, char *buf, size_t len) {
+  snprintf(buf, len, "%s/%s/%s/%s/n=%zu/%s%s", k_coll[c->coll], purlin_dtype_name(c->dtype),
+           coll_reduces(c->coll) ? purlin_op_name(c->op) : "-", c->mode ? "det" : "nd", c->count,
+           k_buf[c->buf], coll_is_v(c->coll) ? (c->vdispl ? "/gapped" : "/null") : "");
+}
+
+static int compare(const case_t *c, const lay_t *L, const char *got, const char *exp,
+                   size_t lo, size_t hi) {
+  size_t es = pl_dtype_bytes(c->dtype);
+  int bad = 0;
+  int reduced = coll_reduces(c->coll);
+  double tol = tolerance(c);
+  for (size_t i = lo; i < hi; i++) {
+    const char *g = got + i * es, *e = exp + i * es;
+    if (!memcmp(g, e, es)) continue;
+    if (reduced && !c->mode && is_float(c->dtype) &&
+        (c->op == PURLIN_SUM || c->op == PURLIN_AVG) &&
+        fabs(float_value(c->dtype, g) - float_value(c->dtype, e)) <= tol)
+      continue;
+    if (!bad) {
+      char d[160];
+      uint64_t gv = 0, ev = 0;
+      memcpy(&gv, g, es);
+      memcpy(&ev, e, es);
+      describe(c, d, sizeof d);
+      fail_line("%s: element %zu of %zu: got 0x%" PRIx64 ", expected 0x%" PRIx64, d, i,
+                L->recv_elems, gv, ev);
+    }
+    bad++;
+  }
+  return bad;
+}
+
+/* ---- one case -------------------------------------------------------------------------------- */
+
+static purlin_status_t launch(const case_t *c, const lay_t *L, const void *s, void *r,
+                              purlin_opts_t *o, cudaStream_t st) {
+  size_t cnt[72], d1[72], d2[72], cnt2[72];
+  int w = g_world;
+  switch (c->coll) {
+  case C_AR: return purlin_all_reduce(s, r, c->count, c->dtype, c->op, g_comm, st, o);
+  case C_AG: return purlin_all_gather(s, r, c->count, c->dtype, g_comm, st, o);
+  case C_RS: return purlin_reduce_scatter(s, r, c->count, c->dtype, c->op, g_comm, st, o);
+  case C_A2A: return purlin_all_to_all(s, r, c->count, c->dtype, g_comm, st, o);
+  case C_AGV:
+    for (int i = 0; i < w; i++) cnt[i] = L->rc[i], d1[i] = L->rd[i];
+    return purlin_all_gather_v(s, L->rc[g_rank], r, cnt, c->vdispl ? d1 : NULL, c->dtype, g_comm,
+                               st, o);
+  case C_RSV:
+    for (int i = 0; i < w; i++) cnt[i] = L->rc[i], d1[i] = L->vsd[i];
+    return purlin_reduce_scatter_v(s, r, cnt, c->vdispl ? d1 : NULL, c->dtype, c->op, g_comm, st,
+                                   o);
+  default:
+    for (int i = 0; i < w; i++)
+      cnt[i] = L->sc[g_rank][i], d1[i] = L->sd[g_rank][i], cnt2[i] = L->rc[i], d2[i] = L->rd[i];
+    return purlin_all_to_all_v(s, cnt, c->vdispl ? d1 : NULL, r, cnt2, c->vdispl ? d2 : NULL,
+                               c->dtype, g_comm, st, o);
+  }
+}
+
+/* Where the case's send and recv buffers are (in place: the same buffer at the right offsets). */
+static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, char **base,
+                    size_t *base_elems) {
+  size_t es = pl_dtype_bytes(c->dtype);
+  int mem = c->buf == B_OUT_MM || c->buf == B_IN_M;
+  char *sbuf = mem ? g_sym[0] : g_dev[0];
+  char *rbuf = (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M) ? g_sym[1] : g_dev[1];
+  if (c->buf == B_OUT_DD_U) sbuf += es, rbuf += es;
+  if (!buf_inplace(c->buf)) {
+    *send = sbuf;
+    *recv = rbuf;
+    *base = rbuf;
+    *base_elems = L->recv_elems;
+    return;
+  }
+  if (c->coll == C_RS || c->coll == C_RSV) { /* the output is my slice of the input */
+    *send = rbuf;
+    *recv = rbuf + L->out_off * es;
+    *base = rbuf;
+    *base_elems = L->send_elems[g_rank];
+  } else { /* the input is my slice of the output */
+    *recv = rbuf;
+    *send = rbuf + L->in_off * es;
+    *base = rbuf;
+    *base_elems = L->recv_elems;
+  }
+}
+
+static void run_case(const case_t *c) {
+  lay_t *L = malloc(sizeof(lay_t));
+  size_t es = pl_dtype_bytes(c->dtype);
+  char *send, *recv, *base, d[160];
+  size_t base_elems;
+  purlin_opts_t o = PURLIN_OPTS_INIT;
+  o.mode = c->mode ? PURLIN_DETERMINISTIC : PURLIN_NONDETERMINISTIC;
+  layout(c, L);
+  buffers(c, L, &send, &recv, &base, &base_elems);
+  describe(c, d, sizeof d);
+  size_t my_in = L->send_elems[g_rank];
+  if ((base_elems + 1) * es > g_pool_bytes || (my_in + 1) * es > g_pool_bytes) {
+    fprintf(stderr, "gpu_test: case %s does not fit the pool\n", d);
+    exit(2);
+  }
+  /* sentinel everywhere, then my input */
+  CK(cudaMemsetAsync(base, SENTINEL, base_elems * es, g_stream));
+  gen_fill(c, g_rank, 0, my_in, g_host_in);
+  CK(cudaMemcpyAsync(send, g_host_in, my_in * es, cudaMemcpyHostToDevice, g_stream));
+  purlin_status_t st = launch(c, L, send, recv, &o, g_stream);
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_status_t ast = PURLIN_OK;
+  purlin_comm_get_async_error(g_comm, &ast);
+  if (st || ast) {
+    fail_line("%s: status %s, async %s: %s", d, purlin_status_name(st), purlin_status_name(ast),
+              purlin_comm_last_error(g_comm));
+    if (ast == PURLIN_ERR_TIMEOUT || ast == PURLIN_ERR_REMOTE) exit(1);
+    free(L);
+    return;
+  }
+  /* check: the output; in place RS/RSV only the output slice (the rest is my input) */
+  CK(cudaMemcpy(g_host_got, recv, L->recv_elems * es, cudaMemcpyDeviceToHost));
+  expected(c, L, g_host_exp, buf_inplace(c->buf) ? g_host_in : NULL);
+  int bad = compare(c, L, g_host_got, g_host_exp, 0, L->recv_elems);
+  if (bad) {
+    if (bad > 1) fprintf(stderr, "gpu_test: rank %d:   (%d elements differ in %s)\n", g_rank, bad, d);
+  } else {
+    g_pass++;
+  }
+  free(L);
+}
+
+/* ---- the matrix ------------------------------------------------------------------------------ */
+
+static uint64_t g_case_no;
+static void add(int coll, int dtype, int op, int mode, size_t count, int buf, int vdispl) {
+  case_t c = {coll, dtype, op, mode, buf, vdispl, count, 0};
+  c.key = mix(g_seed * 1000003 + ++g_case_no);
+  run_case(&c);
+}
+
+static void matrix(int quick, int big) {
+  static const int dtypes[] = {PURLIN_F32, PURLIN_BF16, PURLIN_F16, PURLIN_FP8_E4M3, PURLIN_I32};
+  /* 1 element, odd sizes, the packet/stage boundary of the default tuning (16 KiB per block),
+   * several chunks and both staging halves of the 4 MiB default */
+  static const size_t small[] = {1, 3, 33, 1000, 4099};
+  static const size_t mid[] = {20000, 300007, 1500000};
+  double t0 = now_s();
+  for (int coll = 0; coll < C_COUNT; coll++)
+    for (int di = 0; di < 5; di++)
+      for (int op = 0; op < (coll_reduces(coll) ? 2 : 1); op++)
+        for (int mode = 0; mode < (coll_reduces(coll) ? 2 : 1); mode++) {
+          int o = op ? PURLIN_MAX : PURLIN_SUM;
+          for (size_t si = 0; si < sizeof small / sizeof small[0]; si++)
+            for (int b = 0; b < B_COUNT; b++) {
+              if (quick && (b + (int)si + di) % 3) continue;
+              add(coll, dtypes[di], o, mode, small[si], b, (int)(si + b) & 1);
+            }
+          if (di > 2 && quick) continue;
+          for (size_t si = 0; si < sizeof mid / sizeof mid[0]; si++) {
+            size_t n = mid[si] / (coll == C_AR ? 1 : g_world);
+            add(coll, dtypes[di], o, mode, n, (int)(si + di + mode) % B_COUNT, (int)si & 1);
+          }
+        }
+  /* the other ops and dtypes */
+  static const int ops[] = {PURLIN_PROD, PURLIN_MIN, PURLIN_AVG};
+  for (int k = 0; k < 3; k++)
+    for (int coll = 0; coll < C_COUNT; coll++)
+      if (coll_reduces(coll)) {
+        add(coll, PURLIN_F32, ops[k], 1, 5000, k % B_COUNT, 0);
+        add(coll, PURLIN_I32, ops[k], 1, 777, (k + 1) % B_COUNT, 1);
+        add(coll, PURLIN_BF16, ops[k], 0, 40000, (k + 2) % B_COUNT, 0);
+      }
+  static const int more[] = {PURLIN_F64, PURLIN_U8, PURLIN_I8, PURLIN_I64, PURLIN_U32,
+                             PURLIN_U64, PURLIN_FP8_E5M2};
+  for (int k = 0; k < 7; k++)
+    for (int coll = 0; coll < C_COUNT; coll++)
+      add(coll, more[k], k & 1 ? PURLIN_MAX : PURLIN_SUM, 1, 3001 + (size_t)k, (k + coll) % B_COUNT,
+          k & 1);
+  /* back-to-back without checking in between is covered by the graph test; here: large */
+  if (big) {
+    size_t n64 = ((size_t)64 << 20) / 4; /* 64 MiB of f32 per buffer */
+    add(C_AR, PURLIN_F32, PURLIN_SUM, 1, n64, B_OUT_DD, 0);
+    add(C_AR, PURLIN_BF16, PURLIN_SUM, 0, n64 * 2, B_IN_M, 0);
+    add(C_AR, PURLIN_F32, PURLIN_SUM, 1, n64, B_OUT_MM, 0);
+    add(C_AG, PURLIN_F32, PURLIN_SUM, 0, n64 / g_world, B_OUT_DD, 0);
+    add(C_RS, PURLIN_BF16, PURLIN_SUM, 1, n64 * 2 / g_world, B_OUT_DD, 0);
+    add(C_A2A, PURLIN_F32, PURLIN_SUM, 0, n64 / g_world, B_IN_D, 0);
+  }
+  if (g_rank == 0)
+    printf("gpu_test: matrix: %" PRIu64 " cases in %.1f s\n", g_case_no, now_s() - t0);
+}
+
+/* A few cases of every collective, both regimes, staged and zero copy: for compute-sanitizer. */
+static void tiny(void) {
+  for (int coll = 0; coll < C_COUNT; coll++) {
+    size_t big = 30000 / (coll == C_AR ? 1 : g_world);
+    add(coll, PURLIN_F32, PURLIN_SUM, 1, 33, B_OUT_DD, 1);
+    add(coll, PURLIN_BF16, PURLIN_SUM, 1, 5 * big, B_OUT_DD, 0);
+    add(coll, PURLIN_F32, PURLIN_MAX, 0, big, B_IN_M, 1);
+  }
+}
+
+/* ---- CUDA graph: 128 calls captured once, replayed 100 times --------------------------------- */
+
+static void graph_test(void) {
+  enum { NCALL = 128, NCFG = 8, REPLAYS = 100 };
+  case_t cfg[NCFG] = {
+      {C_AR, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, 0, 1000, 0},
+      {C_AR, PURLIN_BF16, PURLIN_SUM, 1, B_OUT_DD, 0, 70000, 0},
+      {C_AR, PURLIN_F32, PURLIN_MAX, 1, B_OUT_DD, 0, 300000, 0},
+      {C_AG, PURLIN_BF16, PURLIN_SUM, 1, B_OUT_DD, 0, 20000, 0},
+      {C_RS, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, 0, 50000, 0},
+      {C_A2A, PURLIN_I32, PURLIN_SUM, 1, B_OUT_DD, 0, 3000, 0},
+      {C_AGV, PURLIN_F16, PURLIN_SUM, 1, B_OUT_DD, 1, 2000, 0},
+      {C_RSV, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, 0, 9000, 0},
+  };
+  lay_t *L = malloc(sizeof(lay_t) * NCFG);
+  size_t out_off[NCALL], out_bytes[NCFG], in_off[NCFG], total = 0, in_total = 0;
+  char *inputs, *outputs, *exp_all;
+  for (int k = 0; k < NCFG; k++) {
+    cfg[k].key = mix(g_seed * 7919 + (uint64_t)k);
+    layout(&cfg[k], &L[k]);
+    size_t es = pl_dtype_bytes(cfg[k].dtype);
+    out_bytes[k] = (L[k].recv_elems * es + 255) / 256 * 256;
+    in_off[k] = in_total;
+    in_total += (L[k].send_elems[g_rank] * es + 255) / 256 * 256;
+  }
+  for (int i = 0; i < NCALL; i++) {
+    out_off[i] = total;
+    total += out_bytes[i % NCFG];
+  }
+  CK(cudaMalloc((void **)&inputs, in_total + 256));
+  CK(cudaMalloc((void **)&outputs, total + 256));
+  char *host = malloc(total), *exp = malloc(total);
+  exp_all = exp;
+  for (int k = 0; k < NCFG; k++) {
+    size_t es = pl_dtype_bytes(cfg[k].dtype);
+    gen_fill(&cfg[k], g_rank, 0, L[k].send_elems[g_rank], g_host_in);
+    CK(cudaMemcpy(inputs + in_off[k], g_host_in, L[k].send_elems[g_rank] * es,
+                  cudaMemcpyHostToDevice));
+  }
+  for (int i = 0; i < NCALL; i++) {
+    int k = i % NCFG;
+    expected(&cfg[k], &L[k], exp_all + out_off[i], NULL);
+    memset(exp_all + out_off[i] + L[k].recv_elems * pl_dtype_bytes(cfg[k].dtype), SENTINEL,
+           out_bytes[k] - L[k].recv_elems * pl_dtype_bytes(cfg[k].dtype));
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  purlin_opts_t o = PURLIN_OPTS_INIT;
+  o.mode = PURLIN_DETERMINISTIC;
+  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+  CK(cudaMemsetAsync(outputs, SENTINEL, total, g_stream));
+  for (int i = 0; i < NCALL; i++) {
+    int k = i % NCFG;
+    purlin_status_t st = launch(&cfg[k], &L[k], inputs + in_off[k], outputs + out_off[i], &o,
+                                g_stream);
+    if (st) {
+      fail_line("graph: capturing call %d: %s: %s", i, purlin_status_name(st),
+                purlin_comm_last_error(g_comm));
+      exit(1);
+    }
+  }
+  CK(cudaStreamEndCapture(g_stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  double t0 = now_s();
+  int bad_replays = 0;
+  for (int rep = 0; rep < REPLAYS; rep++) {
+    CK(cudaGraphLaunch(exec, g_stream));
+    CK(cudaStreamSynchronize(g_stream));
+    purlin_status_t ast = PURLIN_OK;
+    purlin_comm_get_async_error(g_comm, &ast);
+    if (ast) {
+      fail_line("graph: replay %d: %s: %s", rep, purlin_status_name(ast),
+                purlin_comm_last_error(g_comm));
+      exit(1);
+    }
+    CK(cudaMemcpy(host, outputs, total, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int i = 0; i < NCALL; i++) {
+      int k = i % NCFG;
+      if (memcmp(host + out_off[i], exp_all + out_off[i], out_bytes[k])) {
+        if (!bad) {
+          char d[160];
+          describe(&cfg[k], d, sizeof d);
+          fail_line("graph: replay %d, call %d (%s): output differs", rep, i, d);
+          compare(&cfg[k], &L[k], host + out_off[i], exp_all + out_off[i], 0, L[k].recv_elems);
+        }
+        bad++;
+      }
+    }
+    if (bad) bad_replays++;
+    else g_pass++;
+  }
+  if (g_rank == 0)
+    printf("gpu_test: graph: %d calls x %d replays in %.2f s, %d bad replays\n", NCALL, REPLAYS,
+           now_s() - t0, bad_replays);
+  /* eager calls still agree on the epoch after the replays */
+  add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 12345, B_OUT_DD, 0);
+  add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 100000, B_OUT_MM, 0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(inputs);
+  cudaFree(outputs);
+  free(host);
+  free(exp);
+  free(L);
+}
+
+/* ---- faults ---------------------------------------------------------------------------------- */
+
+static int fault_mismatch(void) {
+  size_t n = 1000 + (g_rank == g_world - 1 ? 1 : 0);
+  purlin_status_t st = purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm,
+                                         g_stream, NULL), ast = PURLIN_OK;
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_comm_get_async_error(g_comm, &ast);
+  if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH) {
+    fail_line("mismatch: launch %s, async %s (expected OK, MISMATCH): %s", purlin_status_name(st),
+              purlin_status_name(ast), purlin_comm_last_error(g_comm));
+    return 1;
+  }
+  if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", purlin_comm_last_error(g_comm));
+  /* reported once; the communicator stays usable */
+  add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 5000, B_OUT_DD, 0);
+  add(C_RS, PURLIN_BF16, PURLIN_SUM, 1, 300000 / g_world, B_OUT_DD, 0);
+  /* a dtype mismatch in a throughput-size call */
+  st = purlin_all_reduce(g_dev[0], g_dev[1], 1 << 20, g_rank == 0 ? PURLIN_F32 : PURLIN_I32,
+                         PURLIN_SUM, g_comm, g_stream, NULL);
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_comm_get_async_error(g_comm, &ast);
+  if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH) {
+    fail_line("mismatch (dtype): launch %s, async %s: %s", purlin_status_name(st),
+              purlin_status_name(ast), purlin_comm_last_error(g_comm));
+    return 1;
+  }
+  add(C_A2A, PURLIN_F32, PURLIN_SUM, 1, 70000, B_OUT_DD, 0);
+  g_pass++;
+  return 0;
+}
+
+/* Rank world-1 launches a large AllReduce and exits at once (its kernel dies with it). The others
+ * must see TIMEOUT or REMOTE within PURLIN_TIMEOUT_MS (plus slack), and later calls must refuse. */
+static int fault_kill(int timeout_ms) {
+  size_t n = ((size_t)32 << 20) / 4;
+  add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0); /* all alive */
+  if (g_rank == g_world - 1) {
+    purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
+    usleep(2000);
+    fprintf(stderr, "gpu_test: rank %d: exiting mid-call (fault injection)\n", g_rank);
+    _exit(0);
+  }
+  double t0 = now_s();
+  purlin_status_t st = PURLIN_OK, ast = PURLIN_OK;
+  for (int i = 0; i < 4 && !st && !ast; i++) {
+    st = purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
+    CK(cudaStreamSynchronize(g_stream));
+    purlin_comm_get_async_error(g_comm, &ast);
+  }
+  double dt = now_s() - t0;
+  purlin_status_t got = ast ? ast : st;
+  printf("gpu_test: rank %d: peer killed: %s after %.2f s: %s\n", g_rank, purlin_status_name(got),
+         dt, purlin_comm_last_error(g_comm));
+  if ((got != PURLIN_ERR_TIMEOUT && got != PURLIN_ERR_REMOTE) || dt > timeout_ms / 1000.0 + 5) {
+    fail_line("kill: got %s after %.2f s (expected TIMEOUT/REMOTE within %d ms + 5 s)",
+              purlin_status_name(got), dt, timeout_ms);
+    return 1;
+  }
+  st = purlin_all_reduce(g_dev[0], g_dev[1], 10, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
+  if (st == PURLIN_OK) {
+    fail_line("kill: a call after the abort was accepted");
+    return 1;
+  }
+  g_pass++;
+  return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+  int quick = 0, big = 0, graph = 0, tiny_only = 0;
+  const char *fault = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--big")) big = 1;
+    else if (!strcmp(argv[i], "--graph")) graph = 1;
+    else if (!strcmp(argv[i], "--tiny")) tiny_only = 1;
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
+    else {
+      fprintf(stderr, "usage: gpu_test [--quick|--tiny] [--big] [--graph] [--seed S] "
+                      "[--fault mismatch|kill]\n");
+      return 2;
+    }
+  }
+  const char *lr = getenv("PURLIN_LOCAL_RANK");
+  if (!lr) lr = getenv("PURLIN_RANK");
+  int ndev = 0;
+  CK(cudaGetDeviceCount(&ndev));
+  int dev = (lr ? atoi(lr) : 0) % ndev;
+  CK(cudaSetDevice(dev));
+  purlin_config_t cfg = PURLIN_CONFIG_INIT;
+  cfg.datapath = PURLIN_DATAPATH_CUDA;
+  cfg.device = dev;
+  cfg.name = "gpu_test";
+  double t0 = now_s();
+  purlin_status_t st = purlin_comm_init_env(&g_comm, &cfg);
+  if (st) {
+    fprintf(stderr, "gpu_test: init: %s: %s\n", purlin_status_name(st), purlin_comm_last_error(NULL));
+    return 2;
+  }
+  purlin_comm_rank(g_comm, &g_rank);
+  purlin_comm_size(g_comm, &g_world);
+  purlin_datapath_t dp;
+  purlin_comm_datapath(g_comm, &dp);
+  if (dp != PURLIN_DATAPATH_CUDA) {
+    fprintf(stderr, "gpu_test: the communicator is not on the CUDA datapath\n");
+    return 2;
+  }
+  CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  g_pool_bytes = big ? ((size_t)64 << 20) + 4096 : ((size_t)24 << 20) + 4096;
+  for (int k = 0; k < 2; k++) {
+    CK(cudaMalloc((void **)&g_dev[k], g_pool_bytes));
+    PK(purlin_mem_alloc(g_comm, g_pool_bytes, (void **)&g_sym[k]));
+  }
+  g_host_got = malloc(g_pool_bytes);
+  g_host_exp = malloc(g_pool_bytes);
+  g_host_in = malloc(g_pool_bytes);
+  for (int r = 0; r < g_world; r++) g_gen[r] = malloc((size_t)CHUNK * 8);
+  if (g_rank == 0)
+    printf("gpu_test: %d ranks, %d devices, init %.2f s\n", g_world, ndev, now_s() - t0);
+  int rc = 0;
+  if (fault && !strcmp(fault, "mismatch")) {
+    rc = fault_mismatch();
+  } else if (fault && !strcmp(fault, "kill")) {
+    const char *t = getenv("PURLIN_TIMEOUT_MS");
+    rc = fault_kill(t ? atoi(t) : 120000);
+    printf("gpu_test: rank %d: %ld passed, %ld failed\n", g_rank, g_pass, g_fail);
+    fflush(stdout);
+    _exit(rc || g_fail ? 1 : 0); /* the communicator is aborted; skip the collective frees */
+  } else if (tiny_only) {
+    tiny();
+  } else {
+    matrix(quick, big);
+    if (graph) graph_test();
+  }
+  for (int k = 0; k < 2; k++) {
+    PK(purlin_mem_free(g_comm, g_sym[k]));
+    cudaFree(g_dev[k]);
+  }
+  purlin_comm_destroy(g_comm);
+  printf("gpu_test: rank %d: %ld passed, %ld failed (%.1f s)\n", g_rank, g_pass, g_fail,
+         now_s() - t0);
+  return rc || g_fail ? 1 : 0;
+}

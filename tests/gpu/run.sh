@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh -- on a GPU machine: build the CUDA datapath, run every GPU test, print a table.
+#
+#   bash tests/gpu/run.sh            (from anywhere; needs nvcc >= 12.x, cmake, an NVIDIA GPU)
+#
+# Ranks run as processes under purlinrun; with fewer GPUs than ranks they share GPUs under MPS,
+# which this script starts (pipe and log directories under /tmp) and stops on exit. NVLink
+# multicast stays off. Logs go to $OUT (if set) or build-gpu-run/logs. Environment:
+#   BUILD=dir         build directory (default build-gpu-run)
+#   ARCH=90           CMAKE_CUDA_ARCHITECTURES (default: 90)
+#   WORLDS="2 3 4 8"  world sizes of the correctness runs
+#   SKIP_BUILD=1      reuse an existing build
+#   SANITIZE=1        also compute-sanitizer memcheck and racecheck on a few cases (world 2, no MPS)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD=${BUILD:-$ROOT/build-gpu-run}
+ARCH=${ARCH:-90}
+WORLDS=${WORLDS:-"2 3 4 8"}
+LOGS=${OUT:-$BUILD/logs}
+mkdir -p "$LOGS"
+T_START=$(date +%s)
+
+# Never NVLink multicast on these machines.
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PURLIN_DISABLE_MULTIMEM=1
+export PURLIN_DATAPATH=cuda
+
+say() { echo "[run.sh $(($(date +%s) - T_START))s] $*"; }
+
+# ---- machine --------------------------------------------------------------------------------------
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(hostname)"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_mode --format=csv 2>&1
+  nvidia-smi topo -m 2>&1 | head -20
+  nvcc --version 2>&1 | tail -2
+} > "$LOGS/machine.txt"
+cat "$LOGS/machine.txt"
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${NGPU:-0}" -lt 1 ]; then
+  echo "run.sh: no GPU visible (nvidia-smi -L)"; exit 1
+fi
+
+# ---- build ----------------------------------------------------------------------------------------
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  say "building in $BUILD (sm_$ARCH)"
+  if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" > "$LOGS/configure.log" 2>&1; then
+    tail -30 "$LOGS/configure.log"; echo "run.sh: configure failed"; exit 1
+  fi
+  if ! grep -q "CUDA datapath ON" "$LOGS/configure.log"; then
+    echo "run.sh: CMake did not find nvcc (CUDA datapath OFF)"; exit 1
+  fi
+  if ! cmake --build "$BUILD" -j "$(nproc)" --target purlin purlinrun gpu_test \
+      > "$LOGS/build.log" 2>&1; then
+    grep -E "error|Error" "$LOGS/build.log" | head -30; echo "run.sh: build failed"; exit 1
+  fi
+fi
+RUN=$BUILD/purlinrun
+TEST=$BUILD/tests/gpu/gpu_test
+[ -x "$RUN" ] && [ -x "$TEST" ] || { echo "run.sh: $RUN or $TEST missing"; exit 1; }
+
+# ---- MPS ------------------------------------------------------------------------------------------
+MPS_DIR=/tmp/purlin-mps-$$
+export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+MPS=off
+stop_mps() {
+  if [ "$MPS" = on ]; then
+    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    for _ in $(seq 50); do pgrep -u "$(id -u)" -x nvidia-cuda-mps-server >/dev/null || break; sleep 0.1; done
+    cp -r "$CUDA_MPS_LOG_DIRECTORY" "$LOGS/mps" 2>/dev/null
+    MPS=off
+  fi
+  rm -rf "$MPS_DIR"
+}
+trap stop_mps EXIT
+trap 'exit 130' INT TERM
+if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+  MPS=on
+  sleep 1
+  say "MPS daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+else
+  say "WARNING: MPS not started: ranks sharing a GPU will time-slice (slow, but correct)"
+fi
+
+# ---- runs -----------------------------------------------------------------------------------------
+ROWS=()
+# run NAME WORLD SECONDS [env VAR=VAL ...] -- gpu_test args
+run() {
+  local name=$1 world=$2 secs=$3; shift 3
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  local log=$LOGS/$name.w$world.log t0=$(date +%s) rc
+  say "$name, world $world: gpu_test $* (limit ${secs}s)"
+  env ${envs[@]+"${envs[@]}"} timeout -k 10 $((secs + 15)) "$RUN" -n "$world" --timeout "$secs" "$TEST" "$@" \
+    > "$log" 2>&1
+  rc=$?
+  local dt=$(($(date +%s) - t0))
+  local passed failed
+  passed=$(grep -Eo 'rank [0-9]+: [0-9]+ passed' "$log" | awk '{s += $3} END {print s + 0}')
+  failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+  local result=PASS
+  if [ $rc -ne 0 ] || [ "$failed" -ne 0 ]; then result="FAIL(rc=$rc)"; fi
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && result="TIMEOUT"
+  ROWS+=("$(printf '%-16s %5s  %-12s %8s %8s %6ss' "$name" "$world" "$result" "$passed" "$failed" "$dt")")
+  if [ "$result" != PASS ]; then
+    grep -E 'FAIL|error|ERROR|purlinrun' "$log" | head -15
+  fi
+  grep -E '^gpu_test: (matrix|graph|mismatch)|peer killed' "$log" | head -6
+}
+
+for w in $WORLDS; do
+  case $w in
+    2) run correct "$w" 150 -- --big --graph ;;
+    4) run correct "$w" 150 -- --graph ;;
+    8) run correct "$w" 180 -- --quick --big --graph ;;
+    *) run correct "$w" 150 -- --quick --graph ;;
+  esac
+done
+run mismatch 3 60 -- --fault mismatch
+run kill 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
+run kill 8 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
+
+# compute-sanitizer does not run under MPS: optional, after the daemon is gone (ranks time-slice).
+stop_mps
+if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  REAL_TEST=$TEST
+  for tool in memcheck racecheck; do
+    TEST=$LOGS/sanitize-$tool.sh
+    printf '#!/bin/sh\nexec compute-sanitizer --tool %s --error-exitcode 3 %s "$@"\n' "$tool" \
+      "$REAL_TEST" > "$TEST"
+    chmod +x "$TEST"
+    run "$tool" 2 300 PURLIN_TIMEOUT_MS=60000 -- --tiny
+  done
+  TEST=$REAL_TEST
+fi
+
+# ---- summary --------------------------------------------------------------------------------------
+{
+  echo
+  echo "purlin GPU tests: $(head -3 "$LOGS/machine.txt" | tr '\n' ' ')"
+  echo "GPUs: $NGPU, MPS: $( [ -d "$LOGS/mps" ] && echo used || echo not used ), logs: $LOGS"
+  printf '%-16s %5s  %-12s %8s %8s %7s\n' run world result passed failed time
+  for r in "${ROWS[@]}"; do echo "$r"; done
+  echo "total $(($(date +%s) - T_START)) s"
+} | tee "$LOGS/summary.txt"
+! grep -qE 'FAIL|TIMEOUT' "$LOGS/summary.txt"
