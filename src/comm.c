@@ -25,13 +25,13 @@ void pl_set_global_error(const char *fmt, ...) {
 }
 
 purlin_status_t pl_comm_fail(struct purlin_comm *comm, purlin_status_t st, const char *fmt, ...) {
-  char buf[PL_ERRLEN - 96];
+  char buf[PL_ERRLEN - 128];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   pthread_mutex_lock(&comm->lock);
-  snprintf(comm->last_error, sizeof comm->last_error, "%.31s: rank %d: %.24s: %s", comm->name,
+  snprintf(comm->last_error, sizeof comm->last_error, "%.31s: rank %d: %.40s: %s", comm->name,
            comm->rank, purlin_status_name(st), buf);
   pthread_mutex_unlock(&comm->lock);
   PL_ERROR("%s", buf);
@@ -142,7 +142,7 @@ static purlin_status_t pl_comm_setup(struct purlin_comm *c, const purlin_unique_
   c->datapath = pl_pick_datapath(cfg);
   pl_log_set_prefix("rank %d/%d pid %d", c->rank, c->world, (int)getpid());
   st = pl_bootstrap_init(id, c->rank, c->world, c->timeout_ms, &c->bs);
-  if (st) return pl_comm_fail(c, st, "init: bootstrap failed (see log)");
+  if (st) return pl_comm_fail(c, st, "init: %s", pl_bootstrap_last_error(NULL));
   pl_tune_get(c->datapath, c->world, &c->tune);
   st = c->datapath == PURLIN_DATAPATH_CUDA ? pl_cuda_init(c, staging) : pl_host_init(c, staging);
   if (st) return st;
