@@ -673,4 +673,243 @@ def torch_beside_torch_distributed(c):
     parts = [torch.empty_like(x) for _ in range(c.world)]
     dist.all_gather(parts, x)
     assert torch.equal(purlin.all_gather(x), torch.cat(parts))
+    # a second communicator whose unique id purlin broadcasts over the process group itself
+    for kw in ({"group": dist.group.WORLD}, {"rank": c.rank, "world_size": c.world}):
+        comm = purlin.Communicator(device="cpu", **kw)
+        try:
+            assert comm.rank() == c.rank and comm.world_size() == c.world
+            assert torch.equal(comm.all_reduce(torch.ones(5)), torch.full((5,), float(c.world)))
+        finally:
+            comm.finalize()
     dist.destroy_process_group()
+
+
+# ---- cuda suite (the GPU machine: torch CUDA tensors on the GPU datapath) ---------------------
+
+def _cuda_ref_inputs(torch, world, n, seed, dtype, device="cpu"):
+    """Every rank's random input (normal), the same on every rank."""
+    out = []
+    for r in range(world):
+        g = torch.Generator().manual_seed(seed * 1009 + r)
+        out.append(torch.randn(n, generator=g).to(dtype).to(device))
+    return out
+
+
+def _close(torch, got, want, dtype, what):
+    got = got.detach().float().cpu()
+    want = want.detach().float().cpu()
+    assert got.shape == want.shape, "%s: shape %s, expected %s" % (what, got.shape, want.shape)
+    rtol, atol = (2e-2, 2e-2) if dtype == torch.bfloat16 else (1e-5, 1e-5)
+    if not torch.allclose(got, want, rtol=rtol, atol=atol):
+        d = (got - want).abs()
+        i = int(d.argmax())
+        raise AssertionError("%s: element %d is %r, expected %r" % (what, i, float(got.view(-1)[i]),
+                                                                    float(want.view(-1)[i])))
+
+
+@check("cuda")
+def cuda_seven_collectives_vs_gloo(c):
+    """All seven collectives on random CUDA tensors, bf16 and f32, against torch.distributed
+    (gloo) on CPU float32 copies."""
+    torch = _torch()
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="file://" + os.environ["PURLIN_TEST_GLOO_FILE"],
+                                rank=c.rank, world_size=c.world)
+    W, r, dev = c.world, c.rank, purlin.device()
+
+    def gloo_sum(t):
+        t = t.float().cpu().clone()
+        dist.all_reduce(t)
+        return t
+
+    def gloo_gather(t, sizes):
+        t = t.float().cpu()
+        pad = torch.zeros(max(max(sizes), 1))
+        pad[:t.numel()] = t
+        parts = [torch.empty_like(pad) for _ in range(W)]
+        dist.all_gather(parts, pad)
+        return torch.cat([p[:k] for p, k in zip(parts, sizes)])
+
+    for dt in (torch.float32, torch.bfloat16):
+        for n in (1000, 1 << 20):
+            seed = 7 + n
+            x = _cuda_ref_inputs(torch, W, W * n, seed, dt)[r].to(dev)
+            _close(torch, purlin.all_reduce(x), gloo_sum(x), dt, "all_reduce %s n=%d" % (dt, n))
+            _close(torch, purlin.all_gather(x[:n]), gloo_gather(x[:n], [n] * W), dt,
+                   "all_gather %s" % dt)
+            _close(torch, purlin.reduce_scatter(x), gloo_sum(x)[r * n:(r + 1) * n], dt,
+                   "reduce_scatter %s" % dt)
+            got = purlin.all_to_all(x)
+            full = gloo_gather(x, [W * n] * W).view(W, W, n)  # [sender, block, n]
+            _close(torch, got, full[:, r].reshape(-1), dt, "all_to_all %s" % dt)
+            counts = skewed(W, n, seed)
+            off = sum(counts[:r])
+            _close(torch, purlin.all_gather_v(x[:counts[r]], counts),
+                   gloo_gather(x[:counts[r]], counts), dt, "all_gather_v %s" % dt)
+            xs = x[:sum(counts)]
+            _close(torch, purlin.reduce_scatter_v(xs, counts),
+                   gloo_sum(xs)[off:off + counts[r]], dt, "reduce_scatter_v %s" % dt)
+            m = a2a_matrix(W, seed)
+            send, recv = [int(v) for v in m[r]], [int(v) for v in m[:, r]]
+            xa = x[:sum(send)]
+            sizes = [int(m[p].sum()) for p in range(W)]
+            allx = gloo_gather(xa, sizes)
+            starts = [sum(sizes[:p]) for p in range(W)]
+            want = torch.cat([allx[starts[p] + int(m[p, :r].sum()):][:int(m[p, r])]
+                              for p in range(W)])
+            _close(torch, purlin.all_to_all_v(xa, send, recv), want, dt, "all_to_all_v %s" % dt)
+    dist.destroy_process_group()
+
+
+@check("cuda")
+def cuda_graph_capture_and_replay(c):
+    torch = _torch()
+    dev = purlin.device()
+    x = torch.zeros(1 << 16, device=dev)
+    y = torch.empty_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture, as torch asks
+        purlin.all_reduce(x, out=y)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        purlin.all_reduce(x, out=y)
+        z = purlin.all_gather(x[:16])  # output allocated inside the capture (graph pool)
+    for k in range(3):
+        x.fill_(float(c.rank + 1 + k))
+        g.replay()
+        torch.cuda.synchronize()
+        want = sum(r + 1 + k for r in range(c.world))
+        assert bool((y == want).all()), "replay %d: %s, expected %s" % (k, y[:4], want)
+        assert z.shape == (16 * c.world,)
+        assert bool((z.view(c.world, 16) == torch.arange(1, c.world + 1, device=dev)
+                     .float().add(k).view(-1, 1)).all()), z
+
+
+@check("cuda")
+def cuda_device_counts_capturable(c):
+    """V variants with counts in device memory (int64 CUDA tensors), and one captured in a graph.
+    Until the library reads counts on the device (purlin._core.DEVICE_COUNTS), Python copies them
+    to the host first."""
+    torch = _torch()
+    dev = purlin.device()
+    W, r = c.world, c.rank
+    counts = [3 * (p + 1) for p in range(W)]
+    dcounts = torch.tensor(counts, dtype=torch.int64, device=dev)
+    x = torch.full((counts[r],), float(r), device=dev)
+    out = torch.empty(sum(counts), device=dev)
+    purlin.all_gather_v(x, dcounts, out=out)
+    torch.cuda.synchronize()
+    want = torch.cat([torch.full((counts[p],), float(p)) for p in range(W)])
+    assert torch.equal(out.cpu(), want), out
+    # captured: device counts when the library reads them there, host counts otherwise (the
+    # same counts on every replay)
+    from purlin import _core
+
+    gcounts = dcounts if _core.DEVICE_COUNTS else counts
+    big = torch.ones(sum(counts), device=dev)
+    mine = torch.empty(counts[r], device=dev)
+    g = torch.cuda.CUDAGraph()
+    purlin.reduce_scatter_v(big, gcounts, out=mine)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        purlin.reduce_scatter_v(big, gcounts, out=mine)
+    big.fill_(2.0)
+    g.replay()
+    torch.cuda.synchronize()
+    assert bool((mine == 2.0 * W).all()), mine
+    sym = torch.full((W,), 2, dtype=torch.int64, device=dev)
+    a = torch.arange(2 * W, device=dev, dtype=torch.float32) + 100 * r
+    o = torch.empty_like(a)
+    purlin.all_to_all_v(a, sym, sym, out=o)
+    torch.cuda.synchronize()
+    want = torch.cat([torch.arange(2 * r, 2 * r + 2).float() + 100 * p for p in range(W)])
+    assert torch.equal(o.cpu(), want), o
+    if _core.DEVICE_COUNTS:
+        expect_raises(ValueError, lambda: purlin.all_gather_v(x, dcounts), "out=")
+    else:  # copied to the host: the output can be allocated
+        assert torch.equal(purlin.all_gather_v(x, dcounts).cpu(), want)
+
+
+@check("cuda")
+def cuda_streams_peer_memory_and_errors(c):
+    torch = _torch()
+    dev = purlin.device()
+    s = torch.cuda.Stream()
+    x = torch.full((4096,), float(c.rank), device=dev)
+    with torch.cuda.stream(s):
+        y = purlin.all_reduce(x)  # on s: torch's current stream there
+    s.synchronize()
+    assert bool((y == sum(range(c.world))).all())
+    y2 = purlin.all_reduce(x, stream=s)
+    s.synchronize()
+    assert bool((y2 == sum(range(c.world))).all())
+    e = purlin.empty((64, 64), torch.bfloat16)
+    assert e.is_cuda and e.dtype == torch.bfloat16 and e.shape == (64, 64)
+    e.fill_(1)
+    purlin.all_reduce(e, out=e)
+    torch.cuda.synchronize()
+    assert bool((e == c.world).all())
+    purlin.free(e)
+    expect_raises(ValueError, lambda: purlin.all_reduce(torch.ones(8)), "cpu")
+    expect_raises(ValueError, lambda: purlin.all_reduce(torch.ones(8, 8, device=dev).t()),
+                  "not contiguous")
+    expect_raises(TypeError, lambda: purlin.all_reduce(torch.ones(8, device=dev,
+                                                                  dtype=torch.int16)), "int16")
+    expect_raises(ValueError, lambda: purlin.all_reduce(np.ones(8, np.float32)), "cpu")
+    assert purlin.get_async_error() is None
+
+
+@check("cuda")
+def cuda_torch_compile(c):
+    torch = _torch()
+    dev = purlin.device()
+
+    def f(t):
+        return purlin.all_reduce(t.sin() * 0 + t) * 2
+
+    for backend in ("aot_eager", "inductor"):
+        got = torch.compile(f, backend=backend, fullgraph=True)(
+            torch.full((256,), float(c.rank), device=dev))
+        torch.cuda.synchronize()
+        assert bool((got == 2 * sum(range(c.world))).all()), (backend, got[:4])
+
+
+@check("cuda")
+def cuda_other_array_libraries(c):
+    torch = _torch()
+    try:
+        import cupy
+    except ImportError:
+        return
+    with cupy.cuda.Device(torch.device(purlin.device()).index or 0):
+        x = cupy.full(100, c.rank + 1, dtype=cupy.float32)
+        torch.cuda.synchronize()
+        y = purlin.all_reduce(x, stream=cupy.cuda.get_current_stream())  # DLPack
+        cupy.cuda.get_current_stream().synchronize()
+        assert float(cupy.asnumpy(y).min()) == sum(range(1, c.world + 1)), type(y)
+
+
+@check("cuda")
+def cuda_deterministic_matches_host_datapath(c):
+    """DETERMINISTIC all_reduce gives the same bits on the GPU and on the host datapath."""
+    torch = _torch()
+    dev = purlin.device()
+    idbuf = torch.zeros(128, dtype=torch.uint8, device=dev)
+    if c.rank == 0:
+        idbuf.copy_(torch.frombuffer(bytearray(purlin.get_unique_id()), dtype=torch.uint8))
+    uid = bytes(purlin.all_reduce(idbuf, op=ReduceOp.MAX).cpu().numpy().tobytes())
+    host = purlin.Communicator(c.rank, c.world, device="cpu", unique_id=uid)
+    try:
+        for n in (1000, 300_001):
+            g = torch.Generator().manual_seed(55 + c.rank)
+            x = torch.randn(n, generator=g)
+            a = purlin.all_reduce(x.to(dev), mode=ReductionMode.DETERMINISTIC).cpu()
+            b = host.all_reduce(x, mode=ReductionMode.DETERMINISTIC)
+            assert torch.equal(a.view(torch.int32), b.view(torch.int32)), \
+                "n=%d: GPU and host bits differ at %d elements" % (n, int((a != b).sum()))
+    finally:
+        host.finalize()

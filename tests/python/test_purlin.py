@@ -20,7 +20,7 @@ sys.path.insert(0, HERE)
 import checks  # noqa: E402
 import purlin  # noqa: E402
 
-TIMEOUT_S = 300
+TIMEOUT_S = int(os.environ.get("PURLIN_TEST_LAUNCH_TIMEOUT", "300"))  # per launch
 
 
 def purlinrun():
@@ -36,6 +36,7 @@ def run_ranks(n, suite, env_extra=None, explicit=False):
     """Start n ranks of worker.py SUITE; {(name): {rank: (ok, msg)}} and the raw output."""
     env = dict(os.environ)
     env.setdefault("PURLIN_TIMEOUT_MS", "20000")
+    env.setdefault("PURLIN_DATAPATH", "host")  # also on a machine with GPUs (cuda suite: "cuda")
     outdir = tempfile.mkdtemp(prefix="purlin-pytest-")
     env["PURLIN_TEST_OUT"] = outdir
     env.update(env_extra or {})
@@ -166,3 +167,19 @@ def test_torch_cpu(world, name):
 
 # torch.distributed's rendezvous for the gloo comparison (a file store: no port to pick)
 GLOO_FILE = os.path.join(tempfile.mkdtemp(prefix="purlin-gloo-"), "store")
+
+
+# ---- CUDA (the GPU machine; tests/python/gpu.sh) ------------------------------------------------
+
+def _cuda_world():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the cuda suite runs on the GPU machine (tests/python/gpu.sh)")
+    return int(os.environ.get("PURLIN_TEST_CUDA_WORLD", "2"))
+
+
+@pytest.mark.parametrize("name", checks.names("cuda"))
+def test_cuda(name):
+    world = _cuda_world()
+    assert_check(world, "cuda", name, env_extra={"PURLIN_TEST_GLOO_FILE": GLOO_FILE + "-cuda",
+                                                 "PURLIN_DATAPATH": "cuda"})

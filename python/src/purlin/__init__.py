@@ -23,6 +23,7 @@ disagree: PURLIN_ERR_MISMATCH; a dead or silent peer: TIMEOUT / REMOTE) are Purl
 """
 
 import atexit as _atexit
+import sys as _sys
 
 from . import _C
 from . import _torch as _torch_ops
@@ -69,13 +70,11 @@ def init(rank=None, world_size=None, device=None, unique_id=None, group=None, ti
     c = Communicator(rank=rank, world_size=world_size, device=device, unique_id=unique_id,
                      group=group, timeout_ms=timeout_ms, staging_bytes=staging_bytes, name=name)
     _comm = c
-    try:
-        import importlib.util
-
-        if "torch" in __import__("sys").modules or importlib.util.find_spec("torch"):
+    if "torch" in _sys.modules:  # never import torch for a program that does not use it
+        try:
             _torch_ops.register()
-    except Exception:  # torch present but unusable: the direct path still works
-        pass
+        except Exception:  # torch present but unusable: the direct path still works
+            pass
     return c
 
 

@@ -100,6 +100,13 @@ def get_unique_id():
     return _C.get_unique_id()
 
 
+# The C library reads V counts in device memory (opts.counts_on_device) only once the GPU datapath
+# implements it (docs/api.md, "Not yet"): until then counts given as device tensors are copied to
+# the host first (a synchronisation: such calls cannot be captured in a CUDA graph). The code path
+# that passes them to the GPU is kept and turned on here.
+DEVICE_COUNTS = False
+
+
 class _DeviceCounts:
     __slots__ = ("ptr", "keep")
 
@@ -127,9 +134,7 @@ class Communicator:
             if unique_id is not None:
                 raise ValueError("init: unique_id= needs rank= and world_size=")
             local = _env_local_rank()
-        if index is None and datapath != _C.DATAPATH_HOST:
-            index = self._default_device(local, need=datapath == _C.DATAPATH_CUDA)
-        cfg["device"] = -1 if index is None else index
+        cfg["device"] = -1 if index is None else index  # -1: the C library's local_rank % count
         if explicit:
             self._c = _C.comm_init_rank(world_size, unique_id, rank, **cfg)
         else:
@@ -137,7 +142,7 @@ class Communicator:
         self._rank, self._world = self._c.rank, self._c.size
         self._cuda = self._c.datapath == _C.DATAPATH_CUDA
         if self._cuda and index is None:
-            index = self._default_device(local, need=False)
+            index = self._default_device(local)
         self.device_index = index if self._cuda else None
         self._allocs = {}  # address -> (nbytes, weakref or None)
 
@@ -170,7 +175,7 @@ class Communicator:
         return rank, world_size, bytes(unique_id)
 
     @staticmethod
-    def _default_device(local_rank, need):
+    def _default_device(local_rank):
         """local_rank modulo the visible devices, as the C library picks it (needs torch)."""
         torch = A.torch_module()
         if torch is None:
@@ -237,7 +242,7 @@ class Communicator:
             return operator.index(stream)
         torch = A.torch_module()
         if torch is not None:
-            dev = x.device if A.is_torch(x) else self.device_index
+            dev = x.device if A.is_torch(x) and x.device.type == "cuda" else self.device_index
             return torch.cuda.current_stream(dev).cuda_stream
         cupy = sys.modules.get("cupy")
         if cupy is not None:
@@ -297,7 +302,7 @@ class Communicator:
         if not isinstance(c, (list, tuple)) and not A.is_numpy(c) and (
                 A.is_torch(c) or hasattr(c, "__cuda_array_interface__") or hasattr(c, "__dlpack__")):
             v = A.view(c, name, stream)
-            if v.is_cuda and not v.is_host:
+            if v.is_cuda and not v.is_host and DEVICE_COUNTS:
                 self._check_device(v, name)
                 if v.dtype not in (_C.DT_I64, _C.DT_U64):
                     raise TypeError("%s in device memory must be int64 (read as size_t); got %s"

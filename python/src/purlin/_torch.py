@@ -5,7 +5,8 @@ and purlin::all_reduce_ (in place). They run on the default communicator (purlin
 purlin.all_reduce(x) goes through them only while torch.compile traces; in eager mode it calls the
 library directly (no dispatcher overhead). Graph capture needs nothing special either way: every
 call is enqueued on torch.cuda.current_stream(). Registered by purlin.init() when torch is
-importable (torch >= 2.4 for torch.library.custom_op).
+already imported (import torch before purlin.init(); torch >= 2.4 for torch.library.custom_op),
+or by purlin._torch.register().
 """
 
 _registered = False
