@@ -356,21 +356,28 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
   if (!dp->syms) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "init: CUDA datapath state");
   PL_RT(comm, cudaGetDeviceCount(&ndev), "init: counting devices");
   if (comm->device < 0) comm->device = comm->local_rank % ndev;
-  if (comm->device >= ndev)
-    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
-                        "init: config->device %d, but only %d devices are visible", comm->device,
-                        ndev);
   dp->device = comm->device;
   pl_dev_enter(comm, &g);
+  (void)cudaGetLastError();
   st = PURLIN_OK;
   do {
-    cudaError_t e = cudaSetDevice(comm->device);
-    if (e != cudaSuccess) {
+    /* local checks first; every rank then learns whether all passed (pl_agree), so that a rank
+     * that fails here does not leave the others waiting in a collective step */
+    cudaError_t e = cudaSuccess;
+    CUresult cr = CUDA_SUCCESS;
+    if (comm->device >= ndev) {
+      st = pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "init: config->device %d, but only %d devices are visible", comm->device,
+                        ndev);
+    } else if ((e = cudaSetDevice(comm->device)) != cudaSuccess) {
       st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "init: cudaSetDevice(%d): %s", comm->device,
                         cudaGetErrorString(e));
+    }
+    if (st) {
+      st = pl_agree(comm, st, "init: CUDA device");
       break;
     }
-    CUresult cr = pl_cu.cuDeviceGet(&dp->cudev, comm->device);
+    cr = pl_cu.cuDeviceGet(&dp->cudev, comm->device);
     if (cr == CUDA_SUCCESS)
       cr = pl_cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                       dp->cudev);
