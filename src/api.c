@@ -160,7 +160,7 @@ static purlin_status_t pl_check_v(purlin_comm_t comm, const pl_args_t *a, pl_che
     if ((st = pl_check_disjoint(comm, fn, "recv", k->v[2], k->v[3]))) return st;
     k->send_bytes = sext;
     k->recv_bytes = ext;
-    k->in_place = a->send == a->recv;
+    k->in_place = a->send == a->recv && (sext || ext); /* nothing to move: nothing to overlap */
     if (k->in_place)
       for (int i = 0; i < w; i++)
         if (k->v[0][i] != k->v[2][i] || k->v[1][i] != k->v[3][i])

@@ -397,6 +397,10 @@ purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, con
   h->first_failed = NULL;
   pl_atom_setup(comm, &h->main_atom);
   pl_atom_setup(comm, &h->stage_atom);
+  /* A peer may have aborted while this rank was between calls: waits that are satisfied at once
+   * never look at the abort word, so look before starting. */
+  if (__atomic_load_n(&pl_ctrl(comm, comm->rank)->abort, __ATOMIC_ACQUIRE))
+    return pl_report(comm, PURLIN_ERR_REMOTE, &h->main_atom);
   int stager = pl_snac_stage_rounds(x) > 0;
   if (stager) {
     pthread_mutex_lock(&h->mu);
