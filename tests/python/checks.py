@@ -803,8 +803,8 @@ def cuda_device_counts_capturable(c):
     out = torch.empty(sum(counts), device=dev)
     purlin.all_gather_v(x, dcounts, out=out)
     torch.cuda.synchronize()
-    want = torch.cat([torch.full((counts[p],), float(p)) for p in range(W)])
-    assert torch.equal(out.cpu(), want), out
+    gathered = torch.cat([torch.full((counts[p],), float(p)) for p in range(W)])
+    assert torch.equal(out.cpu(), gathered), out
     # captured: device counts when the library reads them there, host counts otherwise (the
     # same counts on every replay)
     from purlin import _core
@@ -831,7 +831,7 @@ def cuda_device_counts_capturable(c):
     if _core.DEVICE_COUNTS:
         expect_raises(ValueError, lambda: purlin.all_gather_v(x, dcounts), "out=")
     else:  # copied to the host: the output can be allocated
-        assert torch.equal(purlin.all_gather_v(x, dcounts).cpu(), want)
+        assert torch.equal(purlin.all_gather_v(x, dcounts).cpu(), gathered)
 
 
 @check("cuda")
