@@ -8,7 +8,8 @@
  * A case is one collective call:  coll/dtype/op/mode/n=count/buf/u{0,1}/vpat[/sp]
  *   coll   ar ag rs a2a agv rsv a2av
  *   buf    out:ss out:sm out:ms out:mm (send kind, recv kind: s = malloc, m = purlin_mem_alloc),
- *          in:s in:m (in place)
+ *          in:s in:m (in place); out:xx and in:x mix the kinds across ranks (alternating, random
+ *          phase, send and recv independently): zero copy with some peers, staging with others
  *   u1     pointers offset by one element from a 256-byte-aligned base
  *   vpat   V variants: rand (random counts with zeros, gapped permuted displacements), skew (one
  *          rank heavy, the rest 0 or 1, NULL displacements), randnull, skewgap, even (every
@@ -40,8 +41,9 @@
 
 enum { C_AR, C_AG, C_RS, C_A2A, C_AGV, C_RSV, C_A2AV, C_COUNT };
 static const char *const k_coll[C_COUNT] = {"ar", "ag", "rs", "a2a", "agv", "rsv", "a2av"};
-enum { B_OUT_SS, B_OUT_SM, B_OUT_MS, B_OUT_MM, B_IN_S, B_IN_M, B_COUNT };
-static const char *const k_buf[B_COUNT] = {"out:ss", "out:sm", "out:ms", "out:mm", "in:s", "in:m"};
+enum { B_OUT_SS, B_OUT_SM, B_OUT_MS, B_OUT_MM, B_OUT_XX, B_IN_S, B_IN_M, B_IN_X, B_COUNT };
+static const char *const k_buf[B_COUNT] = {"out:ss", "out:sm", "out:ms", "out:mm",
+                                           "out:xx", "in:s",   "in:m",   "in:x"};
 enum { V_RAND, V_SKEW, V_RANDNULL, V_SKEWGAP, V_EVEN, V_COUNT };
 static const char *const k_vpat[V_COUNT] = {"rand", "skew", "randnull", "skewgap", "even"};
 static const char *const k_mode[2] = {"nd", "det"};
@@ -51,6 +53,7 @@ static int coll_is_v(int c) { return c >= C_AGV; }
 static int buf_inplace(int b) { return b >= B_IN_S; }
 static int buf_send_mem(int b) { return b == B_OUT_MS || b == B_OUT_MM || b == B_IN_M; }
 static int buf_recv_mem(int b) { return b == B_OUT_SM || b == B_OUT_MM || b == B_IN_M; }
+static int buf_mixed(int b) { return b == B_OUT_XX || b == B_IN_X; }
 static int vpat_skewed(int v) { return v == V_SKEW || v == V_SKEWGAP; }
 static int vpat_gapped(int v) { return v == V_RAND || v == V_SKEWGAP; }
 
@@ -479,6 +482,30 @@ static int is_fatal(purlin_status_t st) {
          st == PURLIN_ERR_INTERNAL || st == PURLIN_ERR_SYSTEM;
 }
 
+/* Whether rank r's send (which 0) or receive/in-place (which 1) buffer is a purlin_mem_alloc one. */
+static int kind_mem(const case_t *c, int r, int which) {
+  if (!buf_mixed(c->buf)) return which ? buf_recv_mem(c->buf) : buf_send_mem(c->buf);
+  uint64_t phase = ref_mix(ref_key(case_key(c), 0x31u + (uint64_t)which));
+  return (int)(((uint64_t)r + phase) & 1u);
+}
+
+/* One buffer slot. Mixed kinds: purlin_mem_alloc is collective, so every rank allocates the mem
+ * buffer; a rank whose own kind is malloc keeps it aside (spare) and uses a malloc'd one. */
+static int slot_get(purlin_comm_t comm, buf_t *use, buf_t *spare, int mixed, int mine_mem,
+                    size_t bytes, arena_t *arena, int slot) {
+  if (!mixed) return buf_get(comm, use, mine_mem, bytes, arena, slot);
+  if (buf_get(comm, mine_mem ? use : spare, 1, bytes, arena, slot)) return -1;
+  return mine_mem ? 0 : buf_get(comm, use, 0, bytes, NULL, slot);
+}
+static void slot_put(purlin_comm_t comm, buf_t *use, buf_t *spare) {
+  if (!g_fatal) {
+    buf_put(comm, use);
+    buf_put(comm, spare);
+  } else {
+    if (!use->mem && !use->borrowed) free(use->base);
+  }
+}
+
 static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   char desc[160];
   describe(c, desc, sizeof desc);
@@ -500,16 +527,18 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
     layout_free(&Lr);
   }
   size_t lead = GUARD + (c->align ? es : 0);
-  buf_t sb = {0}, rb = {0};
+  buf_t sb = {0}, rb = {0}, sspare = {0}, rspare = {0};
   size_t rbytes, sbytes = 0;
+  int mixed = buf_mixed(c->buf);
+  arena_t *arena = ro ? ro->arena : NULL;
   if (in) {
     rbytes = 2 * GUARD + (max_buf + 1) * es;
-    if (buf_get(comm, &rb, buf_recv_mem(c->buf), rbytes, ro ? ro->arena : NULL, 1)) goto out;
+    if (slot_get(comm, &rb, &rspare, mixed, kind_mem(c, me, 1), rbytes, arena, 1)) goto out;
   } else {
     sbytes = 2 * GUARD + (max_send + 1) * es;
     rbytes = 2 * GUARD + (max_recv + 1) * es;
-    if (buf_get(comm, &sb, buf_send_mem(c->buf), sbytes, ro ? ro->arena : NULL, 0)) goto out;
-    if (buf_get(comm, &rb, buf_recv_mem(c->buf), rbytes, ro ? ro->arena : NULL, 1)) goto out;
+    if (slot_get(comm, &sb, &sspare, mixed, kind_mem(c, me, 0), sbytes, arena, 0)) goto out;
+    if (slot_get(comm, &rb, &rspare, mixed, kind_mem(c, me, 1), rbytes, arena, 1)) goto out;
   }
 
   /* Poison, inputs, pointers. */
@@ -591,7 +620,9 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   }
   /* Late writes: once every rank has returned from the call (a small AllReduce later), a
    * purlin_mem_alloc receive buffer must still hold exactly what this rank saw at its return. */
-  if (rb.mem && g_sync_mem && !(ro && ro->no_sync)) {
+  int any_recv_mem = 0; /* the same decision on every rank */
+  for (int r = 0; r < g_n; r++) any_recv_mem |= kind_mem(c, r, 1);
+  if (any_recv_mem && g_sync_mem && !(ro && ro->no_sync)) {
     uint32_t one = 1, sum = 0;
     purlin_status_t s2 = purlin_all_reduce(&one, &sum, 1, PURLIN_U32, PURLIN_SUM, comm, NULL, NULL);
     if (s2 != PURLIN_OK || sum != (uint32_t)g_n) {
@@ -599,7 +630,7 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
             purlin_comm_last_error(comm));
       failed = 1;
       if (is_fatal(s2)) g_fatal = 1;
-    } else if (!failed) {
+    } else if (!failed && rb.mem) {
       failed |= check_recv(c, desc, rb.base, exp, rbytes, pay_off, pay_n, kind, tol,
                            "recv after all ranks returned (late write)");
     }
@@ -610,16 +641,20 @@ done:
   free(kind);
   free(tol);
 out:
-  if (!g_fatal) {
-    buf_put(comm, &sb);
-    buf_put(comm, &rb);
-  } else {
-    if (!sb.mem && !sb.borrowed) free(sb.base);
-    if (!rb.mem && !rb.borrowed) free(rb.base);
-  }
+  slot_put(comm, &sb, &sspare); /* the send slot, then the receive slot, on every rank */
+  slot_put(comm, &rb, &rspare);
   layout_free(&L);
-  if (g_verbose && g_rank == 0)
-    printf("case %s: call %.1f ms, case %.1f ms\n", desc, t_call * 1e3, (now_s() - t_start) * 1e3);
+  if (g_verbose && g_rank == 0) {
+    char kinds[300] = "";
+    if (mixed) {
+      size_t k = 0;
+      for (int r = 0; r < g_n && k + 8 < sizeof kinds; r++)
+        k += (size_t)snprintf(kinds + k, sizeof kinds - k, " r%d:%c%c", r,
+                              in ? '-' : (kind_mem(c, r, 0) ? 'm' : 's'), kind_mem(c, r, 1) ? 'm' : 's');
+    }
+    printf("case %s: call %.1f ms, case %.1f ms%s%s\n", desc, t_call * 1e3,
+           (now_s() - t_start) * 1e3, mixed ? ", buffer kinds (send,recv):" : "", kinds);
+  }
   if (failed) g_fail++;
   else g_pass++;
   return failed;
@@ -751,6 +786,27 @@ static void gen_pairwise(const lists_t *Ls, caselist_t *out) {
     enum { MAXROWS = 4096 };
     int(*rows)[D_COUNT] = calloc(MAXROWS, sizeof *rows);
     size_t nr = pairwise(nv, D_COUNT, ref_key(g_seed, (uint64_t)gi), rows, MAXROWS);
+    { /* verify the covering property independently of the generator */
+      long need = 0, have = 0;
+      for (int i = 0; i < D_COUNT; i++)
+        for (int j = i + 1; j < D_COUNT; j++)
+          for (int x = 0; x < nv[i]; x++)
+            for (int y = 0; y < nv[j]; y++) {
+              need++;
+              for (size_t r = 0; r < nr; r++)
+                if (rows[r][i] == x && rows[r][j] == y) {
+                  have++;
+                  break;
+                }
+            }
+      if (g_rank == 0)
+        printf("coll_test: pairwise group %s%s%s: %zu rows cover %ld of %ld value pairs\n",
+               k_coll[colls[0]], nc > 1 ? "," : "", nc > 1 ? k_coll[colls[1]] : "", nr, have, need);
+      if (have != need) {
+        failf("pairwise generator left %ld pairs uncovered", need - have);
+        g_fail++;
+      }
+    }
     for (size_t r = 0; r < nr; r++) {
       for (int it = 0; it < Ls->iters; it++) {
         case_t c = {0};

@@ -1,6 +1,8 @@
 /* fault_test -- what the surviving ranks see when a peer fails, and that nothing is left behind.
  *
- *   fault_test SCENARIO [-n N] [--timeout-ms T] [--slack-ms S] [--victim R]
+ *   fault_test SCENARIO [-n N] [--timeout-ms T] [--slack-ms S] [--victim R] [--env-timeout]
+ *
+ * (--env-timeout: the deadline comes from PURLIN_TIMEOUT_MS, the config's timeout_ms left 0.)
  *
  * Launch: by default the test forks its own N ranks (this process never calls the library: it is
  * a subreaper that watches the ranks, kills them if they hang, and checks for leftover processes,
@@ -42,7 +44,7 @@
 #include "purlin.h"
 
 static int g_rank = -1, g_n = 3, g_victim = -1, g_timeout_ms = 3000, g_slack_ms = 5000;
-static int g_fail;
+static int g_fail, g_env_timeout;
 static const char *g_scen;
 
 static double now_ms(void) {
@@ -446,6 +448,7 @@ static int child_main(int rank, int id_in, int id_out) {
   cfg.datapath = PURLIN_DATAPATH_HOST;
   cfg.timeout_ms = g_timeout_ms;
   cfg.staging_bytes = 64 << 10;
+  if (g_env_timeout) cfg.timeout_ms = 0; /* PURLIN_TIMEOUT_MS, set by the launcher, rules */
   if (strcmp(g_scen, "never_init") == 0) {
     if (rank == g_victim) {
       sleep_ms(g_timeout_ms + 1000);
@@ -502,6 +505,11 @@ static void check_leftovers(const lo_snap_t *before) {
 
 static int launcher_main(void) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (g_env_timeout) { /* before any library call: settings are read once per process */
+    char t[32];
+    snprintf(t, sizeof t, "%d", g_timeout_ms);
+    setenv("PURLIN_TIMEOUT_MS", t, 1);
+  }
   lo_snap_t before;
   lo_snapshot(&before);
   int idp[2], outp[2];
@@ -593,7 +601,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_scen = argv[1];
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
+    if (strcmp(argv[i], "--env-timeout") == 0) {
+      g_env_timeout = 1;
+      i--;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (strcmp(argv[i], "-n") == 0) g_n = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--timeout-ms") == 0) g_timeout_ms = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--slack-ms") == 0) g_slack_ms = atoi(argv[i + 1]);

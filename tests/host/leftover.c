@@ -23,16 +23,23 @@ static void add(lo_snap_t *s, const char *name) {
   s->name[s->n++] = strdup(name);
 }
 
-static void scan_dir(lo_snap_t *s, const char *dir) {
+/* Non-directory entries of dir: those named *purlin* (all of them when `all`), and everything in
+ * subdirectories named *purlin* (where the rendezvous keeps its secret id files). */
+static void scan_dir(lo_snap_t *s, const char *dir, int all) {
   DIR *d = opendir(dir);
   if (!d) return;
   struct dirent *e;
   char path[4096];
   while ((e = readdir(d)) != NULL) {
-    if (!has_purlin(e->d_name)) continue;
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (!all && !has_purlin(e->d_name)) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     struct stat st;
     if (lstat(path, &st) != 0 || st.st_uid != getuid()) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (!all) scan_dir(s, path, 1);
+      continue;
+    }
     char name[4200];
     snprintf(name, sizeof name, "file:%s", path);
     add(s, name);
@@ -76,10 +83,12 @@ static int cmp_str(const void *a, const void *b) {
 void lo_snapshot(lo_snap_t *s) {
   s->name = NULL;
   s->n = 0;
-  scan_dir(s, "/dev/shm");
-  scan_dir(s, "/tmp");
+  scan_dir(s, "/dev/shm", 0);
+  scan_dir(s, "/tmp", 0);
   const char *t = getenv("TMPDIR");
-  if (t && *t && strcmp(t, "/tmp") != 0) scan_dir(s, t);
+  if (t && *t && strcmp(t, "/tmp") != 0) scan_dir(s, t, 0);
+  const char *x = getenv("XDG_RUNTIME_DIR");
+  if (x && *x == '/') scan_dir(s, x, 0);
   unix_sockets(s, NULL, NULL);
   if (s->n) qsort(s->name, s->n, sizeof(char *), cmp_str);
 }

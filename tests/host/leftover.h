@@ -1,5 +1,7 @@
-/* leftover.h -- what a purlin run may leave behind: files in /dev/shm, /tmp and $TMPDIR whose name
- * contains "purlin", Unix sockets (abstract or path) whose name contains "purlin", and processes.
+/* leftover.h -- what a purlin run may leave behind: files in /dev/shm, /tmp, $TMPDIR and
+ * $XDG_RUNTIME_DIR whose name contains "purlin", files inside directories so named (the
+ * rendezvous' secret id files), Unix sockets (abstract or path) whose name contains "purlin", and
+ * processes.
  * Used by fault_test (after each crash scenario) and by leftover_check (around the whole suite). */
 #ifndef PURLIN_TEST_LEFTOVER_H
 #define PURLIN_TEST_LEFTOVER_H
