@@ -12,7 +12,6 @@ never calls; run alone, it leaves the communicator aborted).
 
 import array
 import os
-import sys
 import time
 
 import numpy as np

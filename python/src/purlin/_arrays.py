@@ -192,12 +192,10 @@ def alloc_like(v, shape, device_index=None):
         return torch.empty(shape, dtype=torch_dtype(v.dtype),
                            device="cuda" if dev is None else "cuda:%d" % dev)
     try:
-        import numpy as np  # noqa: F401
+        import numpy as np
     except ImportError:
         raise TypeError("cannot allocate the output for a %s without numpy: pass out="
                         % type(v.obj).__name__) from None
-    import numpy as np
-
     return np.empty(shape, dtype=numpy_dtype(v.dtype))
 
 

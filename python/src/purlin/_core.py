@@ -123,9 +123,8 @@ class Communicator:
         datapath, index = _parse_device(device)
         cfg = dict(datapath=datapath, timeout_ms=int(timeout_ms or 0),
                    staging_bytes=int(staging_bytes or 0), name=name)
-        if group is not None or ((rank is None) != (world_size is None)):
-            if group is None:
-                raise ValueError("init: give both rank and world_size (or neither)")
+        if group is None and (rank is None) != (world_size is None):
+            raise ValueError("init: give both rank and world_size (or neither)")
         explicit = rank is not None or group is not None
         if explicit:
             rank, world_size, unique_id = self._explicit(rank, world_size, unique_id, group)
