@@ -16,6 +16,7 @@
  *                peer that timed out first) within T + S, not much before T; the victim's own late
  *                call fails quickly
  *   never_init   the victim never joins; purlin_comm_init_rank gives TIMEOUT within T + S
+ *   init_mismatch the victim asks for another staging size: init gives MISMATCH on every rank
  *   kill_before  the victim SIGKILLs itself right before an AllReduce
  *   kill_during  all ranks loop on large AllReduces; the launcher SIGKILLs the victim mid-loop
  *   abort        the victim calls purlin_comm_abort instead of the AllReduce: the others get REMOTE
@@ -32,6 +33,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -449,6 +451,21 @@ static int child_main(int rank, int id_in, int id_out) {
   cfg.timeout_ms = g_timeout_ms;
   cfg.staging_bytes = 64 << 10;
   if (g_env_timeout) cfg.timeout_ms = 0; /* PURLIN_TIMEOUT_MS, set by the launcher, rules */
+  if (strcmp(g_scen, "init_mismatch") == 0) { /* ranks disagree on the staging size */
+    purlin_comm_t comm = (purlin_comm_t)(uintptr_t)0x99;
+    cfg.staging_bytes = (size_t)(64 + 64 * (rank == g_victim)) << 10;
+    double t0 = now_ms();
+    purlin_status_t st = purlin_comm_init_rank(&comm, g_n, id, rank, &cfg);
+    double ms = now_ms() - t0;
+    infof("init with a different staging size on rank %d: %s after %.0f ms", g_victim,
+          purlin_status_name(st), ms);
+    if (g_n > 1 && st != PURLIN_ERR_MISMATCH)
+      failf("init gave %s, want PURLIN_ERR_MISMATCH", purlin_status_name(st));
+    if (ms > g_timeout_ms + g_slack_ms) failf("init returned after %.0f ms", ms);
+    if (st != PURLIN_OK && comm != (purlin_comm_t)(uintptr_t)0x99) failf("init failed but wrote *comm");
+    if (st == PURLIN_OK) destroy(comm);
+    return g_fail ? 1 : 0;
+  }
   if (strcmp(g_scen, "never_init") == 0) {
     if (rank == g_victim) {
       sleep_ms(g_timeout_ms + 1000);
