@@ -176,49 +176,58 @@ PL_HD int pl_snac_await_stage(pl_atom_t *a, pl_snac_t *x, int s, uint64_t k) {
 }
 
 /* Gather layouts: copy every peer's block for me into my output, round by round. */
+/* Offset, in s's input, of s's block for me (zero copy reads it there). */
+PL_HD uint64_t pl_snac_zc_gather_off(const pl_snac_t *x, int s) {
+  const pl_call_t *c = &x->c;
+  if (c->coll == PL_COLL_ALL_TO_ALL) return (uint64_t)c->rank * c->count * c->esize;
+  if (c->coll == PL_COLL_ALL_TO_ALL_V)
+    return pl_snac_hdr(x, s)[PL_HDR_FIXED + c->world + c->rank] * c->esize;
+  return 0;
+}
+
+/* Gather layouts: copy every peer's block for me into my output. Packets first (they wait on no
+ * stager); then round by round, every source in each round, so that every rank's progress only
+ * depends on earlier rounds (source after source could deadlock through flow control). Zero-copy
+ * sources go round by round too: in place, round k may only overwrite what my stager has staged. */
 PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, bcast = pl_gather_is_bcast(c->coll), st;
   uint64_t K = x->plan.chunk, R = 0;
-  for (int i = 1; i < w; i++) { /* packets and zero copy first: they wait on no stager */
+  for (int i = 1; i < w; i++) {
     int s = (r + i) % w;
     uint64_t b = pl_gather_bytes_recv(c, s);
-    char *dst = x->recv + pl_gather_recv_off(c, s);
     if (!b) continue;
     if (pl_snac_gather_lat(x, b)) {
-      st = pl_atom_pkt_get(a, dst, pl_snac_win_data(x, r, s), b, pl_snac_val(x, 0), s, "packets");
+      st = pl_atom_pkt_get(a, x->recv + pl_gather_recv_off(c, s), pl_snac_win_data(x, r, s), b,
+                           pl_snac_val(x, 0), s, "packets");
       if (st) return st;
-    } else if (pl_snac_zc(x, s, PL_HDR_ZC_SEND)) {
-      /* in place: my stager must have staged my block for s, which this copy overwrites */
-      uint64_t mine = pl_rounds(pl_snac_staged_out(x, s), K);
-      if (x->in_place && mine && (st = pl_snac_await_stage(a, x, r, mine - 1))) return st;
-      uint64_t off = c->coll == PL_COLL_ALL_TO_ALL   ? (uint64_t)r * c->count * c->esize
-                     : c->coll == PL_COLL_ALL_TO_ALL_V ? pl_snac_hdr(x, s)[PL_HDR_FIXED + w + r] *
-                                                           c->esize
-                                                     : 0;
-      const char *src = pl_snac_zc_src(a, x, s, off, b);
-      if (!src) return PURLIN_ERR_INTERNAL;
-      pl_atom_copy(a, dst, src, b);
     } else if (pl_rounds(b, K) > R) {
       R = pl_rounds(b, K);
     }
   }
   for (uint64_t k = 0; k < R; k++) {
     for (int i = 1; i < w; i++) {
-      int s = (r + i) % w;
+      int s = (r + i) % w, zc = pl_snac_zc(x, s, PL_HDR_ZC_SEND);
       uint64_t b = pl_gather_bytes_recv(c, s);
-      if (!b || pl_snac_gather_lat(x, b) || pl_snac_zc(x, s, PL_HDR_ZC_SEND) || k * K >= b)
-        continue;
+      if (!b || pl_snac_gather_lat(x, b) || k * K >= b) continue;
       /* in place: my stager must have staged what this round overwrites */
       if (x->in_place && k < pl_rounds(pl_snac_staged_out(x, s), K) &&
           (st = pl_snac_await_stage(a, x, r, k)))
         return st;
-      if ((st = pl_snac_await_stage(a, x, s, k))) return st;
       uint64_t n = b - k * K < K ? b - k * K : K;
-      const char *src = pl_snac_slot(x, s, k) + (bcast ? 0 : (uint64_t)r * K);
+      const char *src;
+      if (zc) {
+        src = pl_snac_zc_src(a, x, s, pl_snac_zc_gather_off(x, s) + k * K, n);
+        if (!src) return PURLIN_ERR_INTERNAL;
+      } else {
+        if ((st = pl_snac_await_stage(a, x, s, k))) return st;
+        src = pl_snac_slot(x, s, k) + (bcast ? 0 : (uint64_t)r * K);
+      }
       pl_atom_copy(a, x->recv + pl_gather_recv_off(c, s) + k * K, src, n);
-      pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].cons_red, pl_snac_val(x, k), s);
-      pl_atom_ring(a, s);
+      if (!zc) {
+        pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].cons_red, pl_snac_val(x, k), s);
+        pl_atom_ring(a, s);
+      }
     }
   }
   return 0;
