@@ -60,6 +60,7 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
 __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     PL_CUDA_KERNEL_NAME(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_cuda_sh_t sh;
+  __shared__ int aborted;
   const uint64_t *src = (const uint64_t *)&args.x;
   uint64_t *dst = (uint64_t *)&sh.x;
   for (unsigned i = threadIdx.x; i < sizeof(pl_snac_t) / 8; i += blockDim.x) dst[i] = src[i];
@@ -76,6 +77,9 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     sh.err = 0;
     sh.err_peer = -1;
     sh.err_what = NULL;
+    /* A kernel queued behind a call that failed must not run: a peer that timed out may still be
+     * reading the staging this call would overwrite. */
+    aborted = pl_ld_acquire_sys(&pl_snac_ctrl(&sh.x, sh.x.c.rank)->abort) != 0;
   }
   __syncthreads();
   pl_atom_t a;
@@ -86,7 +90,9 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   a.symtab = args.symtab;
   a.world = sh.x.c.world;
   a.sh = &sh;
-  int st = blockIdx.x == 0 ? pl_snac_main(&a, &sh.x, sh.myhdr) : pl_snac_stage(&a, &sh.x);
+  int st = aborted            ? PURLIN_ERR_REMOTE
+           : blockIdx.x == 0 ? pl_snac_main(&a, &sh.x, sh.myhdr)
+                             : pl_snac_stage(&a, &sh.x);
   __syncthreads();
   if (threadIdx.x == 0) {
     if (st) pl_dev_report(&args, &sh, st);
