@@ -39,7 +39,8 @@ static int any_word(const char *text, const char *words) { /* words: "a|b|c" */
   char tmp[256], *save = NULL;
   snprintf(tmp, sizeof tmp, "%s", words);
   for (char *w = strtok_r(tmp, "|", &save); w; w = strtok_r(NULL, "|", &save))
-    if (strcasestr(text, w)) return 1;
+    if (strcasestr(text, w))
+      return 1;
   return 0;
 }
 
@@ -90,18 +91,19 @@ static void expect_either(purlin_status_t got, purlin_status_t a, purlin_status_
           purlin_status_name(b));
 }
 
-/* ---- collectives: a valid call per collective, then one argument made bad at a time ----------- */
+/* ---- collectives: a valid call per collective, then one argument made bad at a time -----------
+ */
 
 enum { C_AR, C_AG, C_RS, C_A2A, C_AGV, C_RSV, C_A2AV, C_COUNT };
-static const char *const k_coll[C_COUNT] = {"all_reduce",     "all_gather",       "reduce_scatter",
-                                            "all_to_all",     "all_gather_v",     "reduce_scatter_v",
+static const char *const k_coll[C_COUNT] = {"all_reduce",  "all_gather",   "reduce_scatter",
+                                            "all_to_all",  "all_gather_v", "reduce_scatter_v",
                                             "all_to_all_v"};
 
 typedef struct {
   const void *send;
   void *recv;
-  size_t count;                      /* count / sendcount / recvcount */
-  const size_t *scounts, *rcounts;   /* V: sendcounts (A2AV), recvcounts */
+  size_t count;                    /* count / sendcount / recvcount */
+  const size_t *scounts, *rcounts; /* V: sendcounts (A2AV), recvcounts */
   const size_t *sdispls, *rdispls;
   purlin_dtype_t dtype;
   purlin_op_t op;
@@ -112,26 +114,36 @@ typedef struct {
 
 static purlin_status_t call(int coll, const args_t *a) {
   switch (coll) {
-  case C_AR: return purlin_all_reduce(a->send, a->recv, a->count, a->dtype, a->op, a->comm, a->stream, a->opts);
-  case C_AG: return purlin_all_gather(a->send, a->recv, a->count, a->dtype, a->comm, a->stream, a->opts);
-  case C_RS: return purlin_reduce_scatter(a->send, a->recv, a->count, a->dtype, a->op, a->comm, a->stream, a->opts);
-  case C_A2A: return purlin_all_to_all(a->send, a->recv, a->count, a->dtype, a->comm, a->stream, a->opts);
+  case C_AR:
+    return purlin_all_reduce(a->send, a->recv, a->count, a->dtype, a->op, a->comm, a->stream,
+                             a->opts);
+  case C_AG:
+    return purlin_all_gather(a->send, a->recv, a->count, a->dtype, a->comm, a->stream, a->opts);
+  case C_RS:
+    return purlin_reduce_scatter(a->send, a->recv, a->count, a->dtype, a->op, a->comm, a->stream,
+                                 a->opts);
+  case C_A2A:
+    return purlin_all_to_all(a->send, a->recv, a->count, a->dtype, a->comm, a->stream, a->opts);
   case C_AGV:
-    return purlin_all_gather_v(a->send, a->count, a->recv, a->rcounts, a->rdispls, a->dtype, a->comm,
-                               a->stream, a->opts);
+    return purlin_all_gather_v(a->send, a->count, a->recv, a->rcounts, a->rdispls, a->dtype,
+                               a->comm, a->stream, a->opts);
   case C_RSV:
-    return purlin_reduce_scatter_v(a->send, a->recv, a->rcounts, a->sdispls, a->dtype, a->op, a->comm,
-                                   a->stream, a->opts);
+    return purlin_reduce_scatter_v(a->send, a->recv, a->rcounts, a->sdispls, a->dtype, a->op,
+                                   a->comm, a->stream, a->opts);
   default:
     return purlin_all_to_all_v(a->send, a->scounts, a->sdispls, a->recv, a->rcounts, a->rdispls,
                                a->dtype, a->comm, a->stream, a->opts);
   }
 }
-static int reduces(int coll) { return coll == C_AR || coll == C_RS || coll == C_RSV; }
-static int is_v(int coll) { return coll >= C_AGV; }
+static int reduces(int coll) {
+  return coll == C_AR || coll == C_RS || coll == C_RSV;
+}
+static int is_v(int coll) {
+  return coll >= C_AGV;
+}
 
 enum { C = 10 };
-static uint8_t *g_s, *g_r;  /* big enough for any baseline call (8-byte elements) */
+static uint8_t *g_s, *g_r; /* big enough for any baseline call (8-byte elements) */
 static size_t *g_cnt, *g_displ, *g_zero, *g_bigdispl;
 
 static args_t baseline(int coll) {
@@ -155,7 +167,8 @@ static void check_coll(int coll) {
   args_t a;
   purlin_opts_t o;
   const char *name = k_coll[coll];
-#define CASE(desc) snprintf(what, sizeof what, "%s: %s", name, desc), g_what = what, a = baseline(coll)
+#define CASE(desc)                                                                                 \
+  snprintf(what, sizeof what, "%s: %s", name, desc), g_what = what, a = baseline(coll)
 
   CASE("valid baseline");
   expect(call(coll, &a), PURLIN_OK, g_comm, NULL);
@@ -198,9 +211,12 @@ static void check_coll(int coll) {
     }
   } else {
     CASE("displacement + count overflows size_t");
-    if (coll == C_AGV) a.rdispls = g_bigdispl;
-    else if (coll == C_RSV) a.sdispls = g_bigdispl;
-    else a.rdispls = g_bigdispl;
+    if (coll == C_AGV)
+      a.rdispls = g_bigdispl;
+    else if (coll == C_RSV)
+      a.sdispls = g_bigdispl;
+    else
+      a.rdispls = g_bigdispl;
     expect(call(coll, &a), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "displ|overflow|count");
     good_call();
   }
@@ -273,11 +289,28 @@ static void check_coll(int coll) {
   static const char *const overlap_words = "overlap|in place|in-place|alias";
   CASE("overlapping send and recv (not in place)");
   switch (coll) {
-  case C_AR: case C_A2A: case C_A2AV: a.send = g_s; a.recv = g_s + es; break;
-  case C_AG: a.recv = g_s; a.send = g_s + (me * C + 1) * es; break;
-  case C_RS: a.send = g_s; a.recv = g_s + (me * C + 1) * es; break;
-  case C_AGV: a.recv = g_s; a.send = g_s + (g_displ[me] + 1) * es; break;
-  case C_RSV: a.send = g_s; a.recv = g_s + (g_displ[me] + 1) * es; break;
+  case C_AR:
+  case C_A2A:
+  case C_A2AV:
+    a.send = g_s;
+    a.recv = g_s + es;
+    break;
+  case C_AG:
+    a.recv = g_s;
+    a.send = g_s + (me * C + 1) * es;
+    break;
+  case C_RS:
+    a.send = g_s;
+    a.recv = g_s + (me * C + 1) * es;
+    break;
+  case C_AGV:
+    a.recv = g_s;
+    a.send = g_s + (g_displ[me] + 1) * es;
+    break;
+  case C_RSV:
+    a.send = g_s;
+    a.recv = g_s + (g_displ[me] + 1) * es;
+    break;
   }
   expect(call(coll, &a), PURLIN_ERR_INVALID_ARGUMENT, g_comm, overlap_words);
   good_call();
@@ -285,19 +318,40 @@ static void check_coll(int coll) {
     CASE("send == recv where in place means the rank's block");
     a.send = g_s;
     a.recv = g_s;
-    if (coll == C_AGV) a.rdispls = g_displ;
-    else a.sdispls = g_displ;
+    if (coll == C_AGV)
+      a.rdispls = g_displ;
+    else
+      a.sdispls = g_displ;
     expect(call(coll, &a), PURLIN_ERR_INVALID_ARGUMENT, g_comm, overlap_words);
   }
   good_call();
 
   CASE("in place (valid)");
   switch (coll) {
-  case C_AR: case C_A2A: case C_A2AV: a.send = g_s; a.recv = g_s; break;
-  case C_AG: a.recv = g_s; a.send = g_s + me * C * es; break;
-  case C_RS: a.send = g_s; a.recv = g_s + me * C * es; break;
-  case C_AGV: a.recv = g_s; a.send = g_s + g_displ[me] * es; a.rdispls = g_displ; break;
-  case C_RSV: a.send = g_s; a.recv = g_s + g_displ[me] * es; a.sdispls = g_displ; break;
+  case C_AR:
+  case C_A2A:
+  case C_A2AV:
+    a.send = g_s;
+    a.recv = g_s;
+    break;
+  case C_AG:
+    a.recv = g_s;
+    a.send = g_s + me * C * es;
+    break;
+  case C_RS:
+    a.send = g_s;
+    a.recv = g_s + me * C * es;
+    break;
+  case C_AGV:
+    a.recv = g_s;
+    a.send = g_s + g_displ[me] * es;
+    a.rdispls = g_displ;
+    break;
+  case C_RSV:
+    a.send = g_s;
+    a.recv = g_s + g_displ[me] * es;
+    a.sdispls = g_displ;
+    break;
   }
   expect(call(coll, &a), PURLIN_OK, g_comm, NULL);
 
@@ -345,7 +399,8 @@ static void check_coll(int coll) {
 #undef CASE
 }
 
-/* ---- everything else -------------------------------------------------------------------------- */
+/* ---- everything else --------------------------------------------------------------------------
+ */
 
 static void check_tables(void) {
   g_what = "status names and strings";
@@ -363,21 +418,24 @@ static void check_tables(void) {
     purlin_status_t s = (purlin_status_t)bad_status[i];
     if (strcmp(purlin_status_name(s), "PURLIN_UNKNOWN_STATUS") != 0)
       failf("purlin_status_name(%d) = %s", bad_status[i], purlin_status_name(s));
-    if (purlin_status_string(s) == NULL) failf("purlin_status_string(%d) is NULL", bad_status[i]);
+    if (purlin_status_string(s) == NULL)
+      failf("purlin_status_string(%d) is NULL", bad_status[i]);
   }
   g_what = "dtype sizes and names";
   static const struct {
     const char *name;
     size_t size;
-  } dt[PURLIN_DTYPE_COUNT] = {{"f32", 4}, {"f16", 2}, {"bf16", 2}, {"f64", 8}, {"i8", 1},
-                              {"u8", 1},  {"i32", 4}, {"u32", 4},  {"i64", 8}, {"u64", 8},
-                              {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
+  } dt[PURLIN_DTYPE_COUNT] = {{"f32", 4}, {"f16", 2}, {"bf16", 2},     {"f64", 8},
+                              {"i8", 1},  {"u8", 1},  {"i32", 4},      {"u32", 4},
+                              {"i64", 8}, {"u64", 8}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
   for (int d = 0; d < PURLIN_DTYPE_COUNT; d++) {
     g_checks++;
     if (purlin_dtype_size((purlin_dtype_t)d) != dt[d].size)
-      failf("purlin_dtype_size(%d) = %zu, want %zu", d, purlin_dtype_size((purlin_dtype_t)d), dt[d].size);
+      failf("purlin_dtype_size(%d) = %zu, want %zu", d, purlin_dtype_size((purlin_dtype_t)d),
+            dt[d].size);
     if (strcmp(purlin_dtype_name((purlin_dtype_t)d), dt[d].name) != 0)
-      failf("purlin_dtype_name(%d) = %s, want %s", d, purlin_dtype_name((purlin_dtype_t)d), dt[d].name);
+      failf("purlin_dtype_name(%d) = %s, want %s", d, purlin_dtype_name((purlin_dtype_t)d),
+            dt[d].name);
   }
   static const int bad_dt[] = {-1, PURLIN_DTYPE_COUNT, 99};
   for (int i = 0; i < 3; i++) {
@@ -399,7 +457,8 @@ static void check_tables(void) {
   int v = -1;
   expect(purlin_get_version(NULL), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   expect(purlin_get_version(&v), PURLIN_OK, NULL, NULL);
-  if (v != PURLIN_VERSION) failf("version %d, header says %d", v, PURLIN_VERSION);
+  if (v != PURLIN_VERSION)
+    failf("version %d, header says %d", v, PURLIN_VERSION);
   g_what = "purlin_get_unique_id";
   expect(purlin_get_unique_id(NULL), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
 }
@@ -414,15 +473,18 @@ static void check_init_rank(void) {
   static const struct {
     const char *what;
     int nranks, rank;
-  } bad[] = {{"nranks 0", 0, 0},     {"nranks -1", -1, 0},    {"rank -1", 2, -1},
+  } bad[] = {{"nranks 0", 0, 0},       {"nranks -1", -1, 0},    {"rank -1", 2, -1},
              {"rank == nranks", 2, 2}, {"rank > nranks", 2, 7}, {"nranks huge", 1 << 30, 0}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     g_what = bad[i].what;
     c = (purlin_comm_t)(uintptr_t)0x5a5a;
     purlin_status_t st = purlin_comm_init_rank(&c, bad[i].nranks, id, bad[i].rank, &cfg);
-    if (bad[i].nranks == (1 << 30)) expect_either(st, PURLIN_ERR_INVALID_ARGUMENT, PURLIN_ERR_UNSUPPORTED);
-    else expect(st, PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
-    if (c != (purlin_comm_t)(uintptr_t)0x5a5a) failf("*comm written although init failed");
+    if (bad[i].nranks == (1 << 30))
+      expect_either(st, PURLIN_ERR_INVALID_ARGUMENT, PURLIN_ERR_UNSUPPORTED);
+    else
+      expect(st, PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
+    if (c != (purlin_comm_t)(uintptr_t)0x5a5a)
+      failf("*comm written although init failed");
   }
   g_what = "init_rank comm NULL";
   expect(purlin_comm_init_rank(NULL, 1, id, 0, &cfg), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
@@ -430,7 +492,8 @@ static void check_init_rank(void) {
     const char *what;
     purlin_config_t cfg;
   } badcfg[6];
-  for (int i = 0; i < 6; i++) badcfg[i].cfg = (purlin_config_t)PURLIN_CONFIG_INIT;
+  for (int i = 0; i < 6; i++)
+    badcfg[i].cfg = (purlin_config_t)PURLIN_CONFIG_INIT;
   badcfg[0].what = "config.size 0";
   badcfg[0].cfg.size = 0;
   badcfg[1].what = "config.size too small";
@@ -447,8 +510,10 @@ static void check_init_rank(void) {
     g_what = badcfg[i].what;
     c = (purlin_comm_t)(uintptr_t)0x5a5a;
     badcfg[i].cfg.timeout_ms = i == 5 ? -5 : 3000;
-    expect(purlin_comm_init_rank(&c, 1, id, 0, &badcfg[i].cfg), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
-    if (c != (purlin_comm_t)(uintptr_t)0x5a5a) failf("*comm written although init failed");
+    expect(purlin_comm_init_rank(&c, 1, id, 0, &badcfg[i].cfg), PURLIN_ERR_INVALID_ARGUMENT, NULL,
+           NULL);
+    if (c != (purlin_comm_t)(uintptr_t)0x5a5a)
+      failf("*comm written although init failed");
   }
   /* A one-rank communicator of this process alone, from its own id: valid. */
   g_what = "one-rank communicator from purlin_get_unique_id";
@@ -461,7 +526,8 @@ static void check_init_rank(void) {
   if (st == PURLIN_OK) {
     double x[3] = {1, 2, 3}, y[3] = {0};
     expect(purlin_all_reduce(x, y, 3, PURLIN_F64, PURLIN_SUM, c, NULL, NULL), PURLIN_OK, c, NULL);
-    if (y[0] != 1 || y[1] != 2 || y[2] != 3) failf("one-rank all_reduce gave %g %g %g", y[0], y[1], y[2]);
+    if (y[0] != 1 || y[1] != 2 || y[2] != 3)
+      failf("one-rank all_reduce gave %g %g %g", y[0], y[1], y[2]);
     expect(purlin_comm_destroy(c), PURLIN_OK, NULL, NULL);
   }
 }
@@ -475,15 +541,32 @@ static void env_child(const char *what, const char *const *set, purlin_status_t 
   if (p == 0) {
     alarm(20);
     if (clear) {
-      static const char *const vars[] = {
-          "PURLIN_RANK", "PURLIN_WORLD_SIZE", "PURLIN_LOCAL_RANK", "PURLIN_UNIQUE_ID", "RANK",
-          "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
-          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",
-          "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_ID",
-          "SLURM_STEP_ID", NULL};
-      for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
+      static const char *const vars[] = {"PURLIN_RANK",
+                                         "PURLIN_WORLD_SIZE",
+                                         "PURLIN_LOCAL_RANK",
+                                         "PURLIN_UNIQUE_ID",
+                                         "RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "PMI_RANK",
+                                         "PMI_SIZE",
+                                         "MPI_LOCALRANKID",
+                                         "SLURM_PROCID",
+                                         "SLURM_NTASKS",
+                                         "SLURM_LOCALID",
+                                         "SLURM_JOB_ID",
+                                         "SLURM_STEP_ID",
+                                         NULL};
+      for (int i = 0; vars[i]; i++)
+        unsetenv(vars[i]);
     }
-    for (int i = 0; set && set[i]; i += 2) setenv(set[i], set[i + 1], 1);
+    for (int i = 0; set && set[i]; i += 2)
+      setenv(set[i], set[i + 1], 1);
     setenv("PURLIN_TIMEOUT_MS", "3000", 1);
     purlin_comm_t c = (purlin_comm_t)(uintptr_t)0x77;
     purlin_status_t st = purlin_comm_init_env(&c, NULL);
@@ -497,8 +580,10 @@ static void env_child(const char *what, const char *const *set, purlin_status_t 
   }
   int status = 0;
   waitpid(p, &status, 0);
-  if (!WIFEXITED(status)) failf("child died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  else if (WEXITSTATUS(status) != 0) g_fail++;
+  if (!WIFEXITED(status))
+    failf("child died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  else if (WEXITSTATUS(status) != 0)
+    g_fail++;
 }
 
 static void check_init_env(void) {
@@ -506,7 +591,8 @@ static void check_init_env(void) {
   expect(purlin_comm_init_env(NULL, NULL), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   env_child("init_env without launcher variables", NULL, PURLIN_ERR_INVALID_USAGE, 1);
   const char *id = getenv("PURLIN_UNIQUE_ID");
-  if (!id) return;
+  if (!id)
+    return;
   const char *const rank_abc[] = {"PURLIN_RANK", "abc", NULL};
   env_child("init_env PURLIN_RANK=abc", rank_abc, PURLIN_ERR_INVALID_ARGUMENT, 0);
   const char *const rank_big[] = {"PURLIN_RANK", "7", "PURLIN_WORLD_SIZE", "2", NULL};
@@ -526,25 +612,31 @@ static void check_comm_queries(void) {
   g_what = "comm_rank";
   expect(purlin_comm_rank(NULL, &v), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   expect(purlin_comm_rank(g_comm, NULL), PURLIN_ERR_INVALID_ARGUMENT, g_comm, NULL);
-  if (v != -77) failf("rank written on failure");
+  if (v != -77)
+    failf("rank written on failure");
   g_what = "comm_size";
   expect(purlin_comm_size(NULL, &v), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   expect(purlin_comm_size(g_comm, NULL), PURLIN_ERR_INVALID_ARGUMENT, g_comm, NULL);
-  if (v != -77) failf("size written on failure");
+  if (v != -77)
+    failf("size written on failure");
   g_what = "comm_datapath";
   expect(purlin_comm_datapath(NULL, &dp), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   expect(purlin_comm_datapath(g_comm, NULL), PURLIN_ERR_INVALID_ARGUMENT, g_comm, NULL);
-  if (dp != (purlin_datapath_t)-77) failf("datapath written on failure");
+  if (dp != (purlin_datapath_t)-77)
+    failf("datapath written on failure");
   expect(purlin_comm_datapath(g_comm, &dp), PURLIN_OK, g_comm, NULL);
-  if (dp != PURLIN_DATAPATH_HOST) failf("datapath %d, want HOST", (int)dp);
+  if (dp != PURLIN_DATAPATH_HOST)
+    failf("datapath %d, want HOST", (int)dp);
   g_what = "get_async_error";
   expect(purlin_comm_get_async_error(NULL, &as), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   expect(purlin_comm_get_async_error(g_comm, NULL), PURLIN_ERR_INVALID_ARGUMENT, g_comm, NULL);
   expect(purlin_comm_get_async_error(g_comm, &as), PURLIN_OK, g_comm, NULL);
-  if (as != PURLIN_OK) failf("async error %s on a healthy communicator", purlin_status_name(as));
+  if (as != PURLIN_OK)
+    failf("async error %s on a healthy communicator", purlin_status_name(as));
   g_what = "last_error(NULL)";
   g_checks++;
-  if (purlin_comm_last_error(NULL) == NULL) failf("returned NULL");
+  if (purlin_comm_last_error(NULL) == NULL)
+    failf("returned NULL");
   g_what = "comm_abort(NULL)";
   expect(purlin_comm_abort(NULL), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   g_what = "comm_destroy(NULL)";
@@ -565,40 +657,49 @@ static void check_mem(void) {
   g_what = "mem_alloc SIZE_MAX";
   purlin_status_t st = purlin_mem_alloc(g_comm, SIZE_MAX, &p);
   g_checks++;
-  if (st == PURLIN_OK) failf("succeeded");
+  if (st == PURLIN_OK)
+    failf("succeeded");
   else if (st != PURLIN_ERR_INVALID_ARGUMENT && st != PURLIN_ERR_NO_MEMORY)
     failf("gave %s, want INVALID_ARGUMENT or NO_MEMORY", purlin_status_name(st));
   good_call();
-  if (p != (void *)(uintptr_t)0x33) failf("*ptr written on failure");
+  if (p != (void *)(uintptr_t)0x33)
+    failf("*ptr written on failure");
   g_what = "mem_alloc 0 bytes on rank 0 only";
-  if (g_rank == 0) expect(purlin_mem_alloc(g_comm, 0, &p), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "bytes|size");
+  if (g_rank == 0)
+    expect(purlin_mem_alloc(g_comm, 0, &p), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "bytes|size");
   good_call();
 
   g_what = "mem_alloc valid";
   void *m = NULL;
   expect(purlin_mem_alloc(g_comm, 1 << 16, &m), PURLIN_OK, g_comm, NULL);
-  if (!m) return;
-  if ((uintptr_t)m & 255u) failf("pointer %p is not 256-byte aligned", m);
+  if (!m)
+    return;
+  if ((uintptr_t)m & 255u)
+    failf("pointer %p is not 256-byte aligned", m);
   memset(m, g_rank, 1 << 16);
   void *heap = malloc(4096);
   int stack_var = 0;
   g_what = "mem_free comm NULL";
   expect(purlin_mem_free(NULL, m), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
   g_what = "mem_free of malloc'd memory";
-  expect(purlin_mem_free(g_comm, heap), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "ptr|pointer|purlin_mem_alloc");
+  expect(purlin_mem_free(g_comm, heap), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
+         "ptr|pointer|purlin_mem_alloc");
   good_call();
   g_what = "mem_free of a stack address";
-  expect(purlin_mem_free(g_comm, &stack_var), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "ptr|pointer|purlin_mem_alloc");
+  expect(purlin_mem_free(g_comm, &stack_var), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
+         "ptr|pointer|purlin_mem_alloc");
   good_call();
   g_what = "mem_free of an interior pointer";
-  expect(purlin_mem_free(g_comm, (char *)m + 256), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "ptr|pointer|purlin_mem_alloc");
+  expect(purlin_mem_free(g_comm, (char *)m + 256), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
+         "ptr|pointer|purlin_mem_alloc");
   good_call();
   g_what = "mem_free NULL";
   expect(purlin_mem_free(g_comm, NULL), PURLIN_OK, g_comm, NULL);
   g_what = "mem_free valid";
   expect(purlin_mem_free(g_comm, m), PURLIN_OK, g_comm, NULL);
   g_what = "mem_free twice";
-  expect(purlin_mem_free(g_comm, m), PURLIN_ERR_INVALID_ARGUMENT, g_comm, "ptr|pointer|purlin_mem_alloc");
+  expect(purlin_mem_free(g_comm, m), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
+         "ptr|pointer|purlin_mem_alloc");
   good_call();
   free(heap);
   g_what = "mem_alloc after the bad frees";
@@ -612,7 +713,8 @@ int main(void) {
   check_init_env(); /* before this process joins: children only */
   purlin_status_t st = purlin_comm_init_env(&g_comm, NULL);
   if (st != PURLIN_OK) {
-    printf("badinput_test: purlin_comm_init_env: %s (run under purlinrun)\n", purlin_status_name(st));
+    printf("badinput_test: purlin_comm_init_env: %s (run under purlinrun)\n",
+           purlin_status_name(st));
     return 1;
   }
   purlin_comm_rank(g_comm, &g_rank);
@@ -632,7 +734,8 @@ int main(void) {
   }
   check_init_rank();
   check_comm_queries();
-  for (int c = 0; c < C_COUNT; c++) check_coll(c);
+  for (int c = 0; c < C_COUNT; c++)
+    check_coll(c);
   check_mem();
   g_what = "destroy";
   expect(purlin_comm_destroy(g_comm), PURLIN_OK, NULL, NULL);

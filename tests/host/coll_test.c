@@ -48,14 +48,30 @@ enum { V_RAND, V_SKEW, V_RANDNULL, V_SKEWGAP, V_EVEN, V_COUNT };
 static const char *const k_vpat[V_COUNT] = {"rand", "skew", "randnull", "skewgap", "even"};
 static const char *const k_mode[2] = {"nd", "det"};
 
-static int coll_reduces(int c) { return c == C_AR || c == C_RS || c == C_RSV; }
-static int coll_is_v(int c) { return c >= C_AGV; }
-static int buf_inplace(int b) { return b >= B_IN_S; }
-static int buf_send_mem(int b) { return b == B_OUT_MS || b == B_OUT_MM || b == B_IN_M; }
-static int buf_recv_mem(int b) { return b == B_OUT_SM || b == B_OUT_MM || b == B_IN_M; }
-static int buf_mixed(int b) { return b == B_OUT_XX || b == B_IN_X; }
-static int vpat_skewed(int v) { return v == V_SKEW || v == V_SKEWGAP; }
-static int vpat_gapped(int v) { return v == V_RAND || v == V_SKEWGAP; }
+static int coll_reduces(int c) {
+  return c == C_AR || c == C_RS || c == C_RSV;
+}
+static int coll_is_v(int c) {
+  return c >= C_AGV;
+}
+static int buf_inplace(int b) {
+  return b >= B_IN_S;
+}
+static int buf_send_mem(int b) {
+  return b == B_OUT_MS || b == B_OUT_MM || b == B_IN_M;
+}
+static int buf_recv_mem(int b) {
+  return b == B_OUT_SM || b == B_OUT_MM || b == B_IN_M;
+}
+static int buf_mixed(int b) {
+  return b == B_OUT_XX || b == B_IN_X;
+}
+static int vpat_skewed(int v) {
+  return v == V_SKEW || v == V_SKEWGAP;
+}
+static int vpat_gapped(int v) {
+  return v == V_RAND || v == V_SKEWGAP;
+}
 
 typedef struct {
   int coll, dtype, op, mode, buf, align, vpat, special;
@@ -85,7 +101,8 @@ static double now_s(void) {
 }
 
 static void failf(const char *fmt, ...) {
-  if (g_lines++ >= g_max_lines) return;
+  if (g_lines++ >= g_max_lines)
+    return;
   va_list ap;
   va_start(ap, fmt);
   printf("FAIL rank %d: ", g_rank);
@@ -100,13 +117,16 @@ static void describe(const case_t *c, char *s, size_t len) {
                    ref_op_name(c->op), k_mode[c->mode], c->count, k_buf[c->buf], c->align);
   if (coll_is_v(c->coll) && n > 0 && (size_t)n < len)
     n += snprintf(s + n, len - (size_t)n, "/%s", k_vpat[c->vpat]);
-  if (c->special && n > 0 && (size_t)n < len) n += snprintf(s + n, len - (size_t)n, "/sp");
-  if (c->iter && n > 0 && (size_t)n < len) snprintf(s + n, len - (size_t)n, "/i%" PRIu64, c->iter);
+  if (c->special && n > 0 && (size_t)n < len)
+    n += snprintf(s + n, len - (size_t)n, "/sp");
+  if (c->iter && n > 0 && (size_t)n < len)
+    snprintf(s + n, len - (size_t)n, "/i%" PRIu64, c->iter);
 }
 
 static int index_of(const char *const *names, int n, const char *s) {
   for (int i = 0; i < n; i++)
-    if (strcmp(names[i], s) == 0) return i;
+    if (strcmp(names[i], s) == 0)
+      return i;
   return -1;
 }
 
@@ -118,17 +138,48 @@ static int parse_case(const char *desc, case_t *c) {
   int field = 0;
   for (char *t = strtok_r(tmp, "/", &save); t; t = strtok_r(NULL, "/", &save), field++) {
     switch (field) {
-    case 0: c->coll = index_of(k_coll, C_COUNT, t); if (c->coll < 0) return -1; break;
-    case 1: c->dtype = ref_dtype_from_name(t); if (c->dtype < 0) return -1; break;
-    case 2: c->op = ref_op_from_name(t); if (c->op < 0) return -1; break;
-    case 3: c->mode = index_of(k_mode, 2, t); if (c->mode < 0) return -1; break;
-    case 4: if (strncmp(t, "n=", 2) != 0) return -1; c->count = strtoull(t + 2, NULL, 10); break;
-    case 5: c->buf = index_of(k_buf, B_COUNT, t); if (c->buf < 0) return -1; break;
-    case 6: if (t[0] != 'u') return -1; c->align = atoi(t + 1) != 0; break;
+    case 0:
+      c->coll = index_of(k_coll, C_COUNT, t);
+      if (c->coll < 0)
+        return -1;
+      break;
+    case 1:
+      c->dtype = ref_dtype_from_name(t);
+      if (c->dtype < 0)
+        return -1;
+      break;
+    case 2:
+      c->op = ref_op_from_name(t);
+      if (c->op < 0)
+        return -1;
+      break;
+    case 3:
+      c->mode = index_of(k_mode, 2, t);
+      if (c->mode < 0)
+        return -1;
+      break;
+    case 4:
+      if (strncmp(t, "n=", 2) != 0)
+        return -1;
+      c->count = strtoull(t + 2, NULL, 10);
+      break;
+    case 5:
+      c->buf = index_of(k_buf, B_COUNT, t);
+      if (c->buf < 0)
+        return -1;
+      break;
+    case 6:
+      if (t[0] != 'u')
+        return -1;
+      c->align = atoi(t + 1) != 0;
+      break;
     default:
-      if (strcmp(t, "sp") == 0) c->special = 1;
-      else if (t[0] == 'i') c->iter = strtoull(t + 1, NULL, 10);
-      else if ((c->vpat = index_of(k_vpat, V_COUNT, t)) < 0) return -1;
+      if (strcmp(t, "sp") == 0)
+        c->special = 1;
+      else if (t[0] == 'i')
+        c->iter = strtoull(t + 1, NULL, 10);
+      else if ((c->vpat = index_of(k_vpat, V_COUNT, t)) < 0)
+        return -1;
       break;
     }
   }
@@ -138,7 +189,8 @@ static int parse_case(const char *desc, case_t *c) {
 static uint64_t case_key(const case_t *c) {
   uint64_t k = ref_key(g_seed, 0xc011);
   int f[8] = {c->coll, c->dtype, c->op, c->mode, c->buf, c->align, c->vpat, c->special};
-  for (int i = 0; i < 8; i++) k = ref_key(k, (uint64_t)f[i]);
+  for (int i = 0; i < 8; i++)
+    k = ref_key(k, (uint64_t)f[i]);
   k = ref_key(k, c->count);
   return ref_key(k, c->iter);
 }
@@ -154,7 +206,10 @@ static void v_counts(const case_t *c, uint64_t key, size_t *C) {
   for (int r = 0; r < (mat ? n : 1); r++) {
     for (int p = 0; p < n; p++) {
       int a = r, b = p;
-      if (mat && buf_inplace(c->buf) && a > b) { a = p; b = r; }
+      if (mat && buf_inplace(c->buf) && a > b) {
+        a = p;
+        b = r;
+      }
       uint64_t h = ref_mix(ref_key(key, 1000u + (uint64_t)a * 131u + (uint64_t)b));
       size_t v;
       if (s == 0 || c->vpat == V_EVEN) {
@@ -184,7 +239,8 @@ static void v_displs(const case_t *c, uint64_t key, int r, int which, const size
     return;
   }
   int order[256];
-  for (int p = 0; p < n; p++) order[p] = p;
+  for (int p = 0; p < n; p++)
+    order[p] = p;
   uint64_t h = ref_key(ref_key(key, 2000u + (uint64_t)r), (uint64_t)which);
   for (int p = n - 1; p > 0; p--) {
     h = ref_mix(h);
@@ -204,19 +260,20 @@ static void v_displs(const case_t *c, uint64_t key, int r, int which, const size
 static size_t extent(const size_t *cnts, const size_t *d, int n) {
   size_t e = 0;
   for (int p = 0; p < n; p++)
-    if (cnts[p] && d[p] + cnts[p] > e) e = d[p] + cnts[p];
+    if (cnts[p] && d[p] + cnts[p] > e)
+      e = d[p] + cnts[p];
   return e;
 }
 
 /* Everything about one rank's side of a case. */
 typedef struct {
-  size_t send_n, recv_n; /* out of place: extents in elements */
-  size_t buf_n;          /* in place: extent of the one buffer */
+  size_t send_n, recv_n;     /* out of place: extents in elements */
+  size_t buf_n;              /* in place: extent of the one buffer */
   size_t send_off, recv_off; /* in place: offsets of send and recv in it */
-  size_t *C;             /* counts (see v_counts) */
-  size_t *cnt, *rcnt;    /* AGV/RSV: recvcounts; A2AV: sendcounts (row), recvcounts (column) */
-  size_t *sd, *rd;       /* this rank's displacements (as used) */
-  int sd_null, rd_null;  /* pass NULL for them */
+  size_t *C;                 /* counts (see v_counts) */
+  size_t *cnt, *rcnt;        /* AGV/RSV: recvcounts; A2AV: sendcounts (row), recvcounts (column) */
+  size_t *sd, *rd;           /* this rank's displacements (as used) */
+  int sd_null, rd_null;      /* pass NULL for them */
 } layout_t;
 
 static void layout_free(layout_t *L) {
@@ -244,7 +301,9 @@ static void layout_make(const case_t *c, uint64_t key, int r, layout_t *L) {
   int in = buf_inplace(c->buf);
   size_t ur = (size_t)r;
   switch (c->coll) {
-  case C_AR: L->send_n = L->recv_n = L->buf_n = s; break;
+  case C_AR:
+    L->send_n = L->recv_n = L->buf_n = s;
+    break;
   case C_AG:
     L->send_n = s;
     L->recv_n = L->buf_n = s * un;
@@ -255,7 +314,9 @@ static void layout_make(const case_t *c, uint64_t key, int r, layout_t *L) {
     L->recv_n = s;
     L->recv_off = ur * s;
     break;
-  case C_A2A: L->send_n = L->recv_n = L->buf_n = s * un; break;
+  case C_A2A:
+    L->send_n = L->recv_n = L->buf_n = s * un;
+    break;
   case C_AGV:
     v_counts(c, key, L->C);
     memcpy(L->cnt, L->C, un * sizeof(size_t));
@@ -281,8 +342,10 @@ static void layout_make(const case_t *c, uint64_t key, int r, layout_t *L) {
       L->rcnt[p] = L->C[(size_t)p * un + ur];
     }
     v_displs(c, key, r, 0, L->cnt, L->sd);
-    if (in) memcpy(L->rd, L->sd, un * sizeof(size_t));
-    else v_displs(c, key, r, 1, L->rcnt, L->rd);
+    if (in)
+      memcpy(L->rd, L->sd, un * sizeof(size_t));
+    else
+      v_displs(c, key, r, 1, L->rcnt, L->rd);
     L->sd_null = L->rd_null = !vpat_gapped(c->vpat);
     L->send_n = extent(L->cnt, L->sd, n);
     L->recv_n = extent(L->rcnt, L->rd, n);
@@ -326,7 +389,8 @@ static int buf_get(purlin_comm_t comm, buf_t *b, int mem, size_t bytes, arena_t 
             purlin_comm_last_error(comm));
       return -1;
     }
-    if (((uintptr_t)p & 255u) != 0) failf("purlin_mem_alloc returned %p, not 256-byte aligned", p);
+    if (((uintptr_t)p & 255u) != 0)
+      failf("purlin_mem_alloc returned %p, not 256-byte aligned", p);
     b->base = p;
     return 0;
   }
@@ -339,7 +403,8 @@ static int buf_get(purlin_comm_t comm, buf_t *b, int mem, size_t bytes, arena_t 
 }
 
 static void buf_put(purlin_comm_t comm, buf_t *b) {
-  if (!b->base || b->borrowed) return;
+  if (!b->base || b->borrowed)
+    return;
   if (b->mem) {
     purlin_status_t st = purlin_mem_free(comm, b->base);
     if (st != PURLIN_OK)
@@ -353,10 +418,10 @@ static void buf_put(purlin_comm_t comm, buf_t *b) {
 /* ---- one case ------------------------------------------------------------------------------ */
 
 typedef struct {
-  uint8_t **keep;    /* when set: a malloc'd copy of the recv payload (prefix tests) */
+  uint8_t **keep; /* when set: a malloc'd copy of the recv payload (prefix tests) */
   size_t *keep_n;
-  arena_t *arena;    /* preallocated mem buffers */
-  int no_sync;       /* skip the late-write check */
+  arena_t *arena; /* preallocated mem buffers */
+  int no_sync;    /* skip the late-write check */
 } run_opts_t;
 
 static int g_fatal; /* the communicator is aborted: stop */
@@ -368,10 +433,14 @@ static purlin_status_t call_coll(const case_t *c, purlin_comm_t comm, const void
   purlin_dtype_t dt = (purlin_dtype_t)c->dtype;
   purlin_op_t op = (purlin_op_t)c->op;
   switch (c->coll) {
-  case C_AR: return purlin_all_reduce(send, recv, c->count, dt, op, comm, NULL, &o);
-  case C_AG: return purlin_all_gather(send, recv, c->count, dt, comm, NULL, &o);
-  case C_RS: return purlin_reduce_scatter(send, recv, c->count, dt, op, comm, NULL, &o);
-  case C_A2A: return purlin_all_to_all(send, recv, c->count, dt, comm, NULL, &o);
+  case C_AR:
+    return purlin_all_reduce(send, recv, c->count, dt, op, comm, NULL, &o);
+  case C_AG:
+    return purlin_all_gather(send, recv, c->count, dt, comm, NULL, &o);
+  case C_RS:
+    return purlin_reduce_scatter(send, recv, c->count, dt, op, comm, NULL, &o);
+  case C_A2A:
+    return purlin_all_to_all(send, recv, c->count, dt, comm, NULL, &o);
   case C_AGV:
     return purlin_all_gather_v(send, L->cnt[g_rank], recv, L->cnt, L->rd_null ? NULL : L->rd, dt,
                                comm, NULL, &o);
@@ -400,8 +469,10 @@ static void expect(const case_t *c, uint64_t key, const ref_gen_t *g, const layo
     size_t cnt = c->coll == C_RSV ? L->cnt[me] : s;
     size_t *start = calloc(un, sizeof(size_t));
     for (int r = 0; r < n; r++) {
-      if (c->coll == C_AR) start[r] = 0;
-      else if (c->coll == C_RS) start[r] = (size_t)me * s;
+      if (c->coll == C_AR)
+        start[r] = 0;
+      else if (c->coll == C_RS)
+        start[r] = (size_t)me * s;
       else {
         layout_make(c, key, r, &Lr);
         start[r] = Lr.sd[me];
@@ -409,9 +480,11 @@ static void expect(const case_t *c, uint64_t key, const ref_gen_t *g, const layo
       }
     }
     uint64_t rk[256];
-    for (int r = 0; r < n; r++) rk[r] = ref_gen_rank_key(g, r);
+    for (int r = 0; r < n; r++)
+      rk[r] = ref_gen_rank_key(g, r);
     for (size_t i = 0; i < cnt; i++) {
-      for (int r = 0; r < n; r++) ref_gen_elem_rk(g, rk[r], start[r] + i, vals + (size_t)r * es);
+      for (int r = 0; r < n; r++)
+        ref_gen_elem_rk(g, rk[r], start[r] + i, vals + (size_t)r * es);
       ref_reduce(c->dtype, c->op, n, vals, out + i * es, &tol[out_base + i]);
       kind[out_base + i] = 1;
     }
@@ -419,13 +492,16 @@ static void expect(const case_t *c, uint64_t key, const ref_gen_t *g, const layo
     break;
   }
   case C_AG:
-    for (int r = 0; r < n; r++) ref_gen_fill(g, r, 0, s, out + (size_t)r * s * es);
+    for (int r = 0; r < n; r++)
+      ref_gen_fill(g, r, 0, s, out + (size_t)r * s * es);
     break;
   case C_A2A:
-    for (int r = 0; r < n; r++) ref_gen_fill(g, r, (size_t)me * s, s, out + (size_t)r * s * es);
+    for (int r = 0; r < n; r++)
+      ref_gen_fill(g, r, (size_t)me * s, s, out + (size_t)r * s * es);
     break;
   case C_AGV:
-    for (int r = 0; r < n; r++) ref_gen_fill(g, r, 0, L->cnt[r], out + L->rd[r] * es);
+    for (int r = 0; r < n; r++)
+      ref_gen_fill(g, r, 0, L->cnt[r], out + L->rd[r] * es);
     break;
   case C_A2AV:
     for (int r = 0; r < n; r++) {
@@ -443,7 +519,8 @@ static int check_recv(const case_t *c, const char *desc, const uint8_t *got, con
                       const double *tol, const char *what) {
   size_t es = ref_dtype_size(c->dtype);
   int exact_needed = c->mode == 1;
-  if (memcmp(got, exp, bytes) == 0) return 0;
+  if (memcmp(got, exp, bytes) == 0)
+    return 0;
   long bad = 0;
   for (size_t b = 0; b < bytes; b++) { /* bytes outside the payload */
     if (b >= pay_off && b < pay_off + pay_n * es) {
@@ -462,7 +539,8 @@ static int check_recv(const case_t *c, const char *desc, const uint8_t *got, con
     int bitwise = memcmp(gp, ep, es) == 0, ok = bitwise;
     if (!bitwise && kind && kind[i])
       ok = ref_match(c->dtype, gp, ep, exact_needed ? 0 : tol[i], &bitwise);
-    if (ok && !bitwise) inexact++;
+    if (ok && !bitwise)
+      inexact++;
     if (!ok) {
       if (bad++ < 6) {
         char a[64], e[64];
@@ -473,7 +551,8 @@ static int check_recv(const case_t *c, const char *desc, const uint8_t *got, con
     }
   }
   g_inexact += inexact;
-  if (bad > 6) failf("%s: %s: %ld differences in all", desc, what, bad);
+  if (bad > 6)
+    failf("%s: %s: %ld differences in all", desc, what, bad);
   return bad ? 1 : 0;
 }
 
@@ -482,9 +561,11 @@ static int is_fatal(purlin_status_t st) {
          st == PURLIN_ERR_INTERNAL || st == PURLIN_ERR_SYSTEM;
 }
 
-/* Whether rank r's send (which 0) or receive/in-place (which 1) buffer is a purlin_mem_alloc one. */
+/* Whether rank r's send (which 0) or receive/in-place (which 1) buffer is a purlin_mem_alloc one.
+ */
 static int kind_mem(const case_t *c, int r, int which) {
-  if (!buf_mixed(c->buf)) return which ? buf_recv_mem(c->buf) : buf_send_mem(c->buf);
+  if (!buf_mixed(c->buf))
+    return which ? buf_recv_mem(c->buf) : buf_send_mem(c->buf);
   uint64_t phase = ref_mix(ref_key(case_key(c), 0x31u + (uint64_t)which));
   return (int)(((uint64_t)r + phase) & 1u);
 }
@@ -493,8 +574,10 @@ static int kind_mem(const case_t *c, int r, int which) {
  * buffer; a rank whose own kind is malloc keeps it aside (spare) and uses a malloc'd one. */
 static int slot_get(purlin_comm_t comm, buf_t *use, buf_t *spare, int mixed, int mine_mem,
                     size_t bytes, arena_t *arena, int slot) {
-  if (!mixed) return buf_get(comm, use, mine_mem, bytes, arena, slot);
-  if (buf_get(comm, mine_mem ? use : spare, 1, bytes, arena, slot)) return -1;
+  if (!mixed)
+    return buf_get(comm, use, mine_mem, bytes, arena, slot);
+  if (buf_get(comm, mine_mem ? use : spare, 1, bytes, arena, slot))
+    return -1;
   return mine_mem ? 0 : buf_get(comm, use, 0, bytes, NULL, slot);
 }
 static void slot_put(purlin_comm_t comm, buf_t *use, buf_t *spare) {
@@ -502,7 +585,8 @@ static void slot_put(purlin_comm_t comm, buf_t *use, buf_t *spare) {
     buf_put(comm, use);
     buf_put(comm, spare);
   } else {
-    if (!use->mem && !use->borrowed) free(use->base);
+    if (!use->mem && !use->borrowed)
+      free(use->base);
   }
 }
 
@@ -521,9 +605,12 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   size_t max_send = 0, max_recv = 0, max_buf = 0;
   for (int r = 0; r < g_n; r++) {
     layout_make(c, key, r, &Lr);
-    if (Lr.send_n > max_send) max_send = Lr.send_n;
-    if (Lr.recv_n > max_recv) max_recv = Lr.recv_n;
-    if (Lr.buf_n > max_buf) max_buf = Lr.buf_n;
+    if (Lr.send_n > max_send)
+      max_send = Lr.send_n;
+    if (Lr.recv_n > max_recv)
+      max_recv = Lr.recv_n;
+    if (Lr.buf_n > max_buf)
+      max_buf = Lr.buf_n;
     layout_free(&Lr);
   }
   size_t lead = GUARD + (c->align ? es : 0);
@@ -533,12 +620,15 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   arena_t *arena = ro ? ro->arena : NULL;
   if (in) {
     rbytes = 2 * GUARD + (max_buf + 1) * es;
-    if (slot_get(comm, &rb, &rspare, mixed, kind_mem(c, me, 1), rbytes, arena, 1)) goto out;
+    if (slot_get(comm, &rb, &rspare, mixed, kind_mem(c, me, 1), rbytes, arena, 1))
+      goto out;
   } else {
     sbytes = 2 * GUARD + (max_send + 1) * es;
     rbytes = 2 * GUARD + (max_recv + 1) * es;
-    if (slot_get(comm, &sb, &sspare, mixed, kind_mem(c, me, 0), sbytes, arena, 0)) goto out;
-    if (slot_get(comm, &rb, &rspare, mixed, kind_mem(c, me, 1), rbytes, arena, 1)) goto out;
+    if (slot_get(comm, &sb, &sspare, mixed, kind_mem(c, me, 0), sbytes, arena, 0))
+      goto out;
+    if (slot_get(comm, &rb, &rspare, mixed, kind_mem(c, me, 1), rbytes, arena, 1))
+      goto out;
   }
 
   /* Poison, inputs, pointers. */
@@ -548,8 +638,13 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   if (in) {
     uint8_t *buf = rb.base + lead;
     switch (c->coll) {
-    case C_AG: case C_AGV: ref_gen_fill(&g, me, 0, L.send_n, buf + L.send_off * es); break;
-    default: ref_gen_fill(&g, me, 0, L.buf_n, buf); break; /* AR A2A RS RSV A2AV */
+    case C_AG:
+    case C_AGV:
+      ref_gen_fill(&g, me, 0, L.send_n, buf + L.send_off * es);
+      break;
+    default:
+      ref_gen_fill(&g, me, 0, L.buf_n, buf);
+      break; /* AR A2A RS RSV A2AV */
     }
     send = buf + L.send_off * es;
     recv = buf + L.recv_off * es;
@@ -563,8 +658,10 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
     pay_off = lead;
     pay_n = L.recv_n;
     /* NULL is allowed for a buffer with no elements. */
-    if (!sb.mem && L.send_n == 0) send = NULL;
-    if (!rb.mem && L.recv_n == 0) recv = NULL;
+    if (!sb.mem && L.send_n == 0)
+      send = NULL;
+    if (!rb.mem && L.recv_n == 0)
+      recv = NULL;
   }
 
   /* Expected image of the receive allocation. */
@@ -591,21 +688,24 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   if (st != PURLIN_OK) {
     failf("%s: status %s: %s", desc, purlin_status_name(st), purlin_comm_last_error(comm));
     failed = 1;
-    if (is_fatal(st)) g_fatal = 1;
+    if (is_fatal(st))
+      g_fatal = 1;
     goto done;
   }
   if (!in) { /* the input is intact, and may be reused at once */
     if (memcmp(sb.base, ssnap, sbytes) != 0) {
       size_t b = 0;
-      while (sb.base[b] == ssnap[b]) b++;
+      while (sb.base[b] == ssnap[b])
+        b++;
       failf("%s: send buffer modified at byte %+ld from send start", desc, (long)b - (long)lead);
       failed = 1;
     }
     memset(sb.base, 0x5A, sbytes);
   }
   if (g_corrupt && rbytes > 0) { /* --corrupt K: 1 payload element, 2 guard before, 3 after */
-    size_t at = g_corrupt == 1 ? (pay_n ? pay_off + (pay_n / 2) * es : 0)
-              : g_corrupt == 2 ? pay_off - 1 : pay_off + pay_n * es;
+    size_t at = g_corrupt == 1   ? (pay_n ? pay_off + (pay_n / 2) * es : 0)
+                : g_corrupt == 2 ? pay_off - 1
+                                 : pay_off + pay_n * es;
     rb.base[at] ^= 0x10;
   }
   failed |= check_recv(c, desc, rb.base, exp, rbytes, pay_off, pay_n, kind, tol, "recv");
@@ -621,7 +721,8 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
   /* Late writes: once every rank has returned from the call (a small AllReduce later), a
    * purlin_mem_alloc receive buffer must still hold exactly what this rank saw at its return. */
   int any_recv_mem = 0; /* the same decision on every rank */
-  for (int r = 0; r < g_n; r++) any_recv_mem |= kind_mem(c, r, 1);
+  for (int r = 0; r < g_n; r++)
+    any_recv_mem |= kind_mem(c, r, 1);
   if (any_recv_mem && g_sync_mem && !(ro && ro->no_sync)) {
     uint32_t one = 1, sum = 0;
     purlin_status_t s2 = purlin_all_reduce(&one, &sum, 1, PURLIN_U32, PURLIN_SUM, comm, NULL, NULL);
@@ -629,7 +730,8 @@ static int run_case(purlin_comm_t comm, const case_t *c, const run_opts_t *ro) {
       failf("%s: sync all_reduce: %s (sum %u): %s", desc, purlin_status_name(s2), sum,
             purlin_comm_last_error(comm));
       failed = 1;
-      if (is_fatal(s2)) g_fatal = 1;
+      if (is_fatal(s2))
+        g_fatal = 1;
     } else if (!failed && rb.mem) {
       failed |= check_recv(c, desc, rb.base, exp, rbytes, pay_off, pay_n, kind, tol,
                            "recv after all ranks returned (late write)");
@@ -650,13 +752,16 @@ out:
       size_t k = 0;
       for (int r = 0; r < g_n && k + 8 < sizeof kinds; r++)
         k += (size_t)snprintf(kinds + k, sizeof kinds - k, " r%d:%c%c", r,
-                              in ? '-' : (kind_mem(c, r, 0) ? 'm' : 's'), kind_mem(c, r, 1) ? 'm' : 's');
+                              in ? '-' : (kind_mem(c, r, 0) ? 'm' : 's'),
+                              kind_mem(c, r, 1) ? 'm' : 's');
     }
     printf("case %s: call %.1f ms, case %.1f ms%s%s\n", desc, t_call * 1e3,
            (now_s() - t_start) * 1e3, mixed ? ", buffer kinds (send,recv):" : "", kinds);
   }
-  if (failed) g_fail++;
-  else g_pass++;
+  if (failed)
+    g_fail++;
+  else
+    g_pass++;
   return failed;
 }
 
@@ -684,7 +789,8 @@ static void push(caselist_t *l, const case_t *c) {
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 256;
     l->v = realloc(l->v, l->cap * sizeof(case_t));
-    if (!l->v) exit(2);
+    if (!l->v)
+      exit(2);
   }
   l->v[l->n++] = *c;
 }
@@ -708,7 +814,8 @@ static size_t pairwise(const int *nv, int k, uint64_t seed, int (*rows)[D_COUNT]
   while (uncovered > 0 && nrows < maxrows) {
     int best[D_COUNT], cand[D_COUNT], best_score = -1;
     for (int t = 0; t < 24; t++) {
-      for (int d = 0; d < k; d++) cand[d] = -1;
+      for (int d = 0; d < k; d++)
+        cand[d] = -1;
       /* a random uncovered pair */
       h = ref_mix(h);
       long pick = (long)(h % (uint64_t)uncovered), seen = 0;
@@ -722,7 +829,8 @@ static size_t pairwise(const int *nv, int k, uint64_t seed, int (*rows)[D_COUNT]
               }
       int order[D_COUNT], no = 0;
       for (int d = 0; d < k; d++)
-        if (cand[d] < 0) order[no++] = d;
+        if (cand[d] < 0)
+          order[no++] = d;
       for (int x = no - 1; x > 0; x--) {
         h = ref_mix(h);
         int y = (int)(h % (uint64_t)(x + 1)), tmp = order[x];
@@ -736,8 +844,10 @@ static size_t pairwise(const int *nv, int k, uint64_t seed, int (*rows)[D_COUNT]
         for (int vv = 0; vv < nv[d]; vv++) {
           int v = (vv + off) % nv[d], sc = 0;
           for (int e = 0; e < k; e++) {
-            if (e == d || cand[e] < 0) continue;
-            int i = e < d ? e : d, j = e < d ? d : e, a = e < d ? cand[e] : v, b = e < d ? v : cand[e];
+            if (e == d || cand[e] < 0)
+              continue;
+            int i = e < d ? e : d, j = e < d ? d : e, a = e < d ? cand[e] : v,
+                b = e < d ? v : cand[e];
             sc += !cov[i][j][a * nv[j] + b];
           }
           if (sc > bests) {
@@ -749,7 +859,8 @@ static size_t pairwise(const int *nv, int k, uint64_t seed, int (*rows)[D_COUNT]
       }
       int score = 0;
       for (int i = 0; i < k; i++)
-        for (int j = i + 1; j < k; j++) score += !cov[i][j][cand[i] * nv[j] + cand[j]];
+        for (int j = i + 1; j < k; j++)
+          score += !cov[i][j][cand[i] * nv[j] + cand[j]];
       if (score > best_score) {
         best_score = score;
         memcpy(best, cand, sizeof best);
@@ -766,23 +877,26 @@ static size_t pairwise(const int *nv, int k, uint64_t seed, int (*rows)[D_COUNT]
     memcpy(rows[nrows++], best, sizeof best);
   }
   for (int i = 0; i < k; i++)
-    for (int j = i + 1; j < k; j++) free(cov[i][j]);
+    for (int j = i + 1; j < k; j++)
+      free(cov[i][j]);
   return nrows;
 }
 
 static void gen_pairwise(const lists_t *Ls, caselist_t *out) {
   /* Groups in which every dimension applies to every collective. */
-  static const int groups[4][3] = {{C_AR, C_RS, -1}, {C_RSV, -1, -1}, {C_AG, C_A2A, -1},
-                                   {C_AGV, C_A2AV, -1}};
+  static const int groups[4][3] = {
+      {C_AR, C_RS, -1}, {C_RSV, -1, -1}, {C_AG, C_A2A, -1}, {C_AGV, C_A2AV, -1}};
   for (int gi = 0; gi < 4; gi++) {
     int colls[3], nc = 0;
     for (int x = 0; x < 3 && groups[gi][x] >= 0; x++)
       for (int y = 0; y < Ls->ncoll; y++)
-        if (Ls->colls[y] == groups[gi][x]) colls[nc++] = groups[gi][x];
-    if (nc == 0) continue;
+        if (Ls->colls[y] == groups[gi][x])
+          colls[nc++] = groups[gi][x];
+    if (nc == 0)
+      continue;
     int red = coll_reduces(colls[0]), v = coll_is_v(colls[0]);
-    int nv[D_COUNT] = {nc, Ls->ndtype, red ? Ls->nop : 1, Ls->nmode, Ls->nsize, Ls->nbuf,
-                       Ls->nalign, v ? Ls->nvpat : 1};
+    int nv[D_COUNT] = {nc,        Ls->ndtype, red ? Ls->nop : 1, Ls->nmode,
+                       Ls->nsize, Ls->nbuf,   Ls->nalign,        v ? Ls->nvpat : 1};
     enum { MAXROWS = 4096 };
     int(*rows)[D_COUNT] = calloc(MAXROWS, sizeof *rows);
     size_t nr = pairwise(nv, D_COUNT, ref_key(g_seed, (uint64_t)gi), rows, MAXROWS);
@@ -876,7 +990,8 @@ static void random_case(uint64_t *h, case_t *c, size_t maxcount) {
   c->vpat = coll_is_v(c->coll) ? (int)(x % V_COUNT) : 0;
   x /= V_COUNT;
   c->count = x % 3 == 0 ? (size_t)(ref_mix(x) % (maxcount + 1)) : sizes[(x / 3) % 8];
-  if (c->count > maxcount) c->count = maxcount;
+  if (c->count > maxcount)
+    c->count = maxcount;
   c->iter = *h & 0xffffu;
 }
 
@@ -885,18 +1000,21 @@ static int arena_make(purlin_comm_t comm, arena_t *a, size_t maxcount) {
   memset(a, 0, sizeof *a);
   a->comm = comm;
   for (int i = 0; i < 2; i++) {
-    if (buf_get(comm, &a->b[i], 1, bytes, NULL, 0)) return -1;
+    if (buf_get(comm, &a->b[i], 1, bytes, NULL, 0))
+      return -1;
   }
   return 0;
 }
 static void arena_drop(arena_t *a) {
-  for (int i = 0; i < 2; i++) buf_put(a->comm, &a->b[i]);
+  for (int i = 0; i < 2; i++)
+    buf_put(a->comm, &a->b[i]);
 }
 
 static void extra_b2b(long calls) {
   enum { MAXC = 5000 };
   arena_t ar;
-  if (arena_make(g_comm, &ar, MAXC)) return;
+  if (arena_make(g_comm, &ar, MAXC))
+    return;
   run_opts_t ro = {0};
   ro.arena = &ar;
   ro.no_sync = 1;
@@ -909,7 +1027,8 @@ static void extra_b2b(long calls) {
   }
   if (g_rank == 0)
     printf("coll_test: b2b: %ld mixed calls in %.2f s\n", calls, now_s() - t0);
-  if (!g_fatal) arena_drop(&ar);
+  if (!g_fatal)
+    arena_drop(&ar);
 }
 
 static void extra_twocomm(long calls) {
@@ -966,10 +1085,12 @@ static void extra_twocomm(long calls) {
   for (long i = 0; i < calls && !g_fatal; i++) {
     case_t c;
     random_case(&h, &c, 3000);
-    if (i % 10 == 9) c.count = 70000; /* beyond the second communicator's staging */
+    if (i % 10 == 9)
+      c.count = 70000; /* beyond the second communicator's staging */
     run_case(i % 2 ? b : g_comm, &c, (i % 4 == 3 && have_foreign && c.count <= 3000) ? &fro : NULL);
   }
-  if (have_foreign && !g_fatal) arena_drop(&foreign);
+  if (have_foreign && !g_fatal)
+    arena_drop(&foreign);
   if (g_rank == 0)
     printf("coll_test: twocomm: %ld calls alternating in %.2f s\n", calls, now_s() - t0);
   st = purlin_comm_destroy(b);
@@ -1003,7 +1124,8 @@ static void extra_prefix(size_t large) {
         run_opts_t ro = {&full, &fn, NULL, 0};
         c.count = large;
         run_case(g_comm, &c, &ro);
-        if (!full || g_fatal) return;
+        if (!full || g_fatal)
+          return;
         ro.keep = &part;
         ro.keep_n = &pn;
         for (size_t k = 0; k + 1 < sizeof ms / sizeof ms[0]; k++) {
@@ -1050,7 +1172,8 @@ static void extra_prefix(size_t large) {
         }
         free(arr);
         free(full);
-        if (g_fatal) return;
+        if (g_fatal)
+          return;
       }
 }
 
@@ -1071,7 +1194,8 @@ static int parse_list(const char *arg, const char *const *names, int nnames, int
   char tmp[512], *save = NULL;
   int n = 0;
   if (strcmp(arg, "all") == 0) {
-    for (int i = 0; i < nnames; i++) out[n++] = i;
+    for (int i = 0; i < nnames; i++)
+      out[n++] = i;
     return n;
   }
   snprintf(tmp, sizeof tmp, "%s", arg);
@@ -1085,8 +1209,12 @@ static int parse_list(const char *arg, const char *const *names, int nnames, int
   }
   return n;
 }
-static int mode_by_name(const char *s) { return index_of(k_mode, 2, s); }
-static int align_by_name(const char *s) { return strcmp(s, "0") == 0 ? 0 : strcmp(s, "1") == 0 ? 1 : -1; }
+static int mode_by_name(const char *s) {
+  return index_of(k_mode, 2, s);
+}
+static int align_by_name(const char *s) {
+  return strcmp(s, "0") == 0 ? 0 : strcmp(s, "1") == 0 ? 1 : -1;
+}
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1102,9 +1230,11 @@ int main(int argc, char **argv) {
   long calls = 1000;
   Ls.ncoll = parse_list("all", k_coll, C_COUNT, Ls.colls, NULL);
   Ls.ndtype = REF_DTYPE_COUNT;
-  for (int i = 0; i < REF_DTYPE_COUNT; i++) Ls.dtypes[i] = i;
+  for (int i = 0; i < REF_DTYPE_COUNT; i++)
+    Ls.dtypes[i] = i;
   Ls.nop = REF_OP_COUNT;
-  for (int i = 0; i < REF_OP_COUNT; i++) Ls.ops[i] = i;
+  for (int i = 0; i < REF_OP_COUNT; i++)
+    Ls.ops[i] = i;
   Ls.nmode = parse_list("all", k_mode, 2, Ls.modes, NULL);
   Ls.nbuf = parse_list("all", k_buf, B_COUNT, Ls.bufs, NULL);
   Ls.nalign = 2;
@@ -1115,12 +1245,15 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
-    if (ARG("--matrix")) matrix = v;
-    else if (ARG("--coll")) Ls.ncoll = parse_list(v, k_coll, C_COUNT, Ls.colls, NULL);
+    if (ARG("--matrix"))
+      matrix = v;
+    else if (ARG("--coll"))
+      Ls.ncoll = parse_list(v, k_coll, C_COUNT, Ls.colls, NULL);
     else if (ARG("--dtype")) {
       if (strcmp(v, "all") == 0) {
         Ls.ndtype = REF_DTYPE_COUNT;
-        for (int d = 0; d < REF_DTYPE_COUNT; d++) Ls.dtypes[d] = d;
+        for (int d = 0; d < REF_DTYPE_COUNT; d++)
+          Ls.dtypes[d] = d;
       } else if (strcmp(v, "float") == 0) {
         static const int fl[] = {REF_F32, REF_F16, REF_BF16, REF_F64, REF_E4M3, REF_E5M2};
         Ls.ndtype = 6;
@@ -1131,27 +1264,47 @@ int main(int argc, char **argv) {
     } else if (ARG("--op")) {
       if (strcmp(v, "all") == 0) {
         Ls.nop = REF_OP_COUNT;
-        for (int o = 0; o < REF_OP_COUNT; o++) Ls.ops[o] = o;
+        for (int o = 0; o < REF_OP_COUNT; o++)
+          Ls.ops[o] = o;
       } else {
         Ls.nop = parse_list(v, NULL, 0, Ls.ops, ref_op_from_name);
       }
-    } else if (ARG("--mode")) Ls.nmode = parse_list(v, NULL, 0, Ls.modes, mode_by_name);
-    else if (ARG("--size")) size_arg = v;
-    else if (ARG("--buf")) Ls.nbuf = parse_list(v, k_buf, B_COUNT, Ls.bufs, NULL);
-    else if (ARG("--align")) Ls.nalign = parse_list(v, NULL, 0, Ls.aligns, align_by_name);
-    else if (ARG("--vpat")) Ls.nvpat = parse_list(v, k_vpat, V_COUNT, Ls.vpats, NULL);
-    else if (ARG("--iters")) Ls.iters = atoi(v);
-    else if (ARG("--large")) large = strtoull(v, NULL, 10);
-    else if (ARG("--seed")) g_seed = strtoull(v, NULL, 10);
-    else if (ARG("--case")) { if (ncases < 64) cases[ncases++] = v; }
-    else if (ARG("--extra")) { if (nextras < 8) extras[nextras++] = v; }
-    else if (ARG("--calls")) calls = atol(v);
-    else if (ARG("--max-lines")) g_max_lines = atol(v);
-    else if (strcmp(a, "--special") == 0) Ls.special = 1;
-    else if (strcmp(a, "--no-sync") == 0) g_sync_mem = 0;
-    else if (ARG("--corrupt")) g_corrupt = atoi(v);
-    else if (strcmp(a, "--verbose") == 0) g_verbose = 1;
-    else usage();
+    } else if (ARG("--mode"))
+      Ls.nmode = parse_list(v, NULL, 0, Ls.modes, mode_by_name);
+    else if (ARG("--size"))
+      size_arg = v;
+    else if (ARG("--buf"))
+      Ls.nbuf = parse_list(v, k_buf, B_COUNT, Ls.bufs, NULL);
+    else if (ARG("--align"))
+      Ls.nalign = parse_list(v, NULL, 0, Ls.aligns, align_by_name);
+    else if (ARG("--vpat"))
+      Ls.nvpat = parse_list(v, k_vpat, V_COUNT, Ls.vpats, NULL);
+    else if (ARG("--iters"))
+      Ls.iters = atoi(v);
+    else if (ARG("--large"))
+      large = strtoull(v, NULL, 10);
+    else if (ARG("--seed"))
+      g_seed = strtoull(v, NULL, 10);
+    else if (ARG("--case")) {
+      if (ncases < 64)
+        cases[ncases++] = v;
+    } else if (ARG("--extra")) {
+      if (nextras < 8)
+        extras[nextras++] = v;
+    } else if (ARG("--calls"))
+      calls = atol(v);
+    else if (ARG("--max-lines"))
+      g_max_lines = atol(v);
+    else if (strcmp(a, "--special") == 0)
+      Ls.special = 1;
+    else if (strcmp(a, "--no-sync") == 0)
+      g_sync_mem = 0;
+    else if (ARG("--corrupt"))
+      g_corrupt = atoi(v);
+    else if (strcmp(a, "--verbose") == 0)
+      g_verbose = 1;
+    else
+      usage();
 #undef ARG
   }
   { /* sizes */
@@ -1160,7 +1313,8 @@ int main(int argc, char **argv) {
     for (char *t = strtok_r(tmp, ",", &save); t && Ls.nsize < 64; t = strtok_r(NULL, ",", &save))
       Ls.sizes[Ls.nsize++] = strcmp(t, "large") == 0 ? large : (size_t)strtoull(t, NULL, 10);
   }
-  if (Ls.iters < 1) Ls.iters = 1;
+  if (Ls.iters < 1)
+    Ls.iters = 1;
 
   double t0 = now_s();
   purlin_status_t st = purlin_comm_init_env(&g_comm, NULL);
@@ -1168,7 +1322,8 @@ int main(int argc, char **argv) {
     printf("coll_test: purlin_comm_init_env: %s (run under purlinrun)\n", purlin_status_name(st));
     return 1;
   }
-  if (purlin_comm_rank(g_comm, &g_rank) != PURLIN_OK || purlin_comm_size(g_comm, &g_n) != PURLIN_OK) {
+  if (purlin_comm_rank(g_comm, &g_rank) != PURLIN_OK ||
+      purlin_comm_size(g_comm, &g_n) != PURLIN_OK) {
     printf("coll_test: purlin_comm_rank/size failed\n");
     return 1;
   }
@@ -1178,9 +1333,12 @@ int main(int argc, char **argv) {
   }
 
   caselist_t list = {0};
-  if (strcmp(matrix, "pairwise") == 0) gen_pairwise(&Ls, &list);
-  else if (strcmp(matrix, "cross") == 0) gen_cross(&Ls, &list);
-  else if (strcmp(matrix, "none") != 0) usage();
+  if (strcmp(matrix, "pairwise") == 0)
+    gen_pairwise(&Ls, &list);
+  else if (strcmp(matrix, "cross") == 0)
+    gen_cross(&Ls, &list);
+  else if (strcmp(matrix, "none") != 0)
+    usage();
   for (int i = 0; i < ncases; i++) {
     case_t c;
     if (parse_case(cases[i], &c) != 0) {
@@ -1190,18 +1348,25 @@ int main(int argc, char **argv) {
     push(&list, &c);
   }
   for (int i = 0; i < nextras; i++)
-    if (strcmp(extras[i], "hash") == 0) g_want_hash = 1;
+    if (strcmp(extras[i], "hash") == 0)
+      g_want_hash = 1;
   if (g_rank == 0)
     printf("coll_test: world %d, %zu cases (%s), extras %d, seed %" PRIu64 "\n", g_n, list.n,
            matrix, nextras, g_seed);
-  for (size_t i = 0; i < list.n && !g_fatal; i++) run_case(g_comm, &list.v[i], NULL);
+  for (size_t i = 0; i < list.n && !g_fatal; i++)
+    run_case(g_comm, &list.v[i], NULL);
   free(list.v);
   for (int i = 0; i < nextras && !g_fatal; i++) {
-    if (strcmp(extras[i], "b2b") == 0) extra_b2b(calls);
-    else if (strcmp(extras[i], "twocomm") == 0) extra_twocomm(calls / 5 > 0 ? calls / 5 : 1);
-    else if (strcmp(extras[i], "prefix") == 0) extra_prefix(large);
-    else if (strcmp(extras[i], "hash") == 0) continue;
-    else usage();
+    if (strcmp(extras[i], "b2b") == 0)
+      extra_b2b(calls);
+    else if (strcmp(extras[i], "twocomm") == 0)
+      extra_twocomm(calls / 5 > 0 ? calls / 5 : 1);
+    else if (strcmp(extras[i], "prefix") == 0)
+      extra_prefix(large);
+    else if (strcmp(extras[i], "hash") == 0)
+      continue;
+    else
+      usage();
   }
   if (g_want_hash)
     printf("coll_test: det-hash rank %d: %016" PRIx64 " over %ld outputs\n", g_rank, g_hash,

@@ -12,10 +12,9 @@
  * scenarios in which no rank dies make sense there (mismatch*, abort*).
  *
  * Scenarios (the victim is rank N-1 unless --victim says otherwise):
- *   never        the victim joins but never calls; the others get TIMEOUT naming it (or REMOTE from a
- *                peer that timed out first) within T + S, not much before T; the victim's own late
- *                call fails quickly
- *   never_init   the victim never joins; purlin_comm_init_rank gives TIMEOUT within T + S
+ *   never        the victim joins but never calls; the others get TIMEOUT naming it (or REMOTE from
+ * a peer that timed out first) within T + S, not much before T; the victim's own late call fails
+ * quickly never_init   the victim never joins; purlin_comm_init_rank gives TIMEOUT within T + S
  *   init_mismatch the victim asks for another staging size: init gives MISMATCH on every rank
  *   kill_before  the victim SIGKILLs itself right before an AllReduce
  *   kill_during  all ranks loop on large AllReduces; the launcher SIGKILLs the victim mid-loop
@@ -86,17 +85,21 @@ static int names_rank(const char *text, int r) {
   for (const char *p = text; (p = strcasestr(p, "rank")) != NULL; p += 4) {
     const char *q = p + 4;
     int skipped = 0;
-    while (*q && (*q < '0' || *q > '9') && skipped < 3) q++, skipped++;
-    if (*q < '0' || *q > '9') continue;
+    while (*q && (*q < '0' || *q > '9') && skipped < 3)
+      q++, skipped++;
+    if (*q < '0' || *q > '9')
+      continue;
     char *end;
     long v = strtol(q, &end, 10);
-    if (v == r) return 1;
+    if (v == r)
+      return 1;
   }
   return 0;
 }
 static int contains_any(const char *text, const char *const *words) {
   for (; *words; words++)
-    if (strcasestr(text, *words)) return 1;
+    if (strcasestr(text, *words))
+      return 1;
   return 0;
 }
 
@@ -110,8 +113,9 @@ static int good_call(purlin_comm_t comm, int tag) {
   }
   purlin_status_t st = purlin_all_reduce(s, r, N, PURLIN_I32, PURLIN_SUM, comm, NULL, NULL);
   int bad = st != PURLIN_OK;
-  if (bad) failf("correct all_reduce (tag %d): %s: %s", tag, purlin_status_name(st),
-                 purlin_comm_last_error(comm));
+  if (bad)
+    failf("correct all_reduce (tag %d): %s: %s", tag, purlin_status_name(st),
+          purlin_comm_last_error(comm));
   for (int i = 0; i < N && !bad; i++) {
     int32_t want = (int32_t)(g_n * (g_n + 1) / 2) * (i + tag);
     if (r[i] != want) {
@@ -157,21 +161,26 @@ static void check_aborted(purlin_comm_t comm) {
   if (st != PURLIN_ERR_INVALID_USAGE)
     failf("a call on the aborted communicator gave %s (%s), want PURLIN_ERR_INVALID_USAGE",
           purlin_status_name(st), purlin_comm_last_error(comm));
-  if (ms > 1000) failf("a call on the aborted communicator took %.0f ms", ms);
+  if (ms > 1000)
+    failf("a call on the aborted communicator took %.0f ms", ms);
   void *p = NULL;
   st = purlin_mem_alloc(comm, 4096, &p);
-  if (st == PURLIN_OK) failf("purlin_mem_alloc on the aborted communicator succeeded");
+  if (st == PURLIN_OK)
+    failf("purlin_mem_alloc on the aborted communicator succeeded");
 }
 
 static void destroy(purlin_comm_t comm) {
   purlin_status_t st = purlin_comm_destroy(comm);
-  if (st != PURLIN_OK) failf("purlin_comm_destroy: %s", purlin_status_name(st));
+  if (st != PURLIN_OK)
+    failf("purlin_comm_destroy: %s", purlin_status_name(st));
 }
 
-/* ---- scenarios --------------------------------------------------------------------------------- */
+/* ---- scenarios ---------------------------------------------------------------------------------
+ */
 
 static void scen_never(purlin_comm_t comm) {
-  if (good_call(comm, 1)) return;
+  if (good_call(comm, 1))
+    return;
   int32_t s[64] = {0}, r[64];
   if (g_rank == g_victim) {
     sleep_ms(g_timeout_ms + 1500);
@@ -180,8 +189,10 @@ static void scen_never(purlin_comm_t comm) {
     double ms = now_ms() - t0;
     infof("the late rank's own call: %s after %.0f ms: %s", purlin_status_name(st), ms,
           purlin_comm_last_error(comm));
-    if (st == PURLIN_OK) failf("the late rank's call succeeded although its peers gave up");
-    if (ms > g_timeout_ms + g_slack_ms) failf("the late rank's call took %.0f ms", ms);
+    if (st == PURLIN_OK)
+      failf("the late rank's call succeeded although its peers gave up");
+    if (ms > g_timeout_ms + g_slack_ms)
+      failf("the late rank's call took %.0f ms", ms);
     destroy(comm);
     return;
   }
@@ -193,9 +204,11 @@ static void scen_never(purlin_comm_t comm) {
 }
 
 static void scen_kill_before(purlin_comm_t comm) {
-  if (good_call(comm, 2)) return;
+  if (good_call(comm, 2))
+    return;
   int32_t s[64] = {0}, r[64];
-  if (g_rank == g_victim) raise(SIGKILL);
+  if (g_rank == g_victim)
+    raise(SIGKILL);
   double t0 = now_ms();
   purlin_status_t st = purlin_all_reduce(s, r, 64, PURLIN_I32, PURLIN_SUM, comm, NULL, NULL);
   check_failed_call(comm, st, now_ms() - t0, g_victim, 1, "reduce");
@@ -204,10 +217,12 @@ static void scen_kill_before(purlin_comm_t comm) {
 }
 
 static void scen_kill_during(purlin_comm_t comm) {
-  if (good_call(comm, 3)) return;
+  if (good_call(comm, 3))
+    return;
   size_t count = 4u << 20; /* 16 MiB of f32 per call: many chunks */
   float *s = malloc(count * 4), *r = malloc(count * 4);
-  for (size_t i = 0; i < count; i++) s[i] = 1.0f;
+  for (size_t i = 0; i < count; i++)
+    s[i] = 1.0f;
   /* Tell the launcher we are in the loop (it kills the victim after a moment). */
   printf("ready %d\n", g_rank);
   fflush(stdout);
@@ -228,11 +243,13 @@ static void scen_kill_during(purlin_comm_t comm) {
 }
 
 static void scen_abort(purlin_comm_t comm) {
-  if (good_call(comm, 4)) return;
+  if (good_call(comm, 4))
+    return;
   int32_t s[64] = {0}, r[64];
   if (g_rank == g_victim) {
     purlin_status_t st = purlin_comm_abort(comm);
-    if (st != PURLIN_OK) failf("purlin_comm_abort: %s", purlin_status_name(st));
+    if (st != PURLIN_OK)
+      failf("purlin_comm_abort: %s", purlin_status_name(st));
     check_aborted(comm);
     sleep_ms(500); /* let the others see it before this process goes away */
     destroy(comm);
@@ -242,8 +259,10 @@ static void scen_abort(purlin_comm_t comm) {
   purlin_status_t st = purlin_all_reduce(s, r, 64, PURLIN_I32, PURLIN_SUM, comm, NULL, NULL);
   double ms = now_ms() - t0;
   check_failed_call(comm, st, ms, g_victim, 1, "reduce");
-  if (st != PURLIN_ERR_REMOTE) failf("after an abort: %s, want PURLIN_ERR_REMOTE", purlin_status_name(st));
-  if (ms > g_slack_ms) failf("an abort took %.0f ms to be seen (it should not wait for the deadline)", ms);
+  if (st != PURLIN_ERR_REMOTE)
+    failf("after an abort: %s, want PURLIN_ERR_REMOTE", purlin_status_name(st));
+  if (ms > g_slack_ms)
+    failf("an abort took %.0f ms to be seen (it should not wait for the deadline)", ms);
   check_aborted(comm);
   destroy(comm);
 }
@@ -251,12 +270,14 @@ static void scen_abort(purlin_comm_t comm) {
 static void *abort_later(void *arg) {
   sleep_ms(300);
   purlin_status_t st = purlin_comm_abort((purlin_comm_t)arg);
-  if (st != PURLIN_OK) failf("purlin_comm_abort from a second thread: %s", purlin_status_name(st));
+  if (st != PURLIN_OK)
+    failf("purlin_comm_abort from a second thread: %s", purlin_status_name(st));
   return NULL;
 }
 
 static void scen_abort_thread(purlin_comm_t comm) {
-  if (good_call(comm, 5)) return;
+  if (good_call(comm, 5))
+    return;
   int32_t s[64] = {0}, r[64];
   if (g_rank == g_victim) { /* blocks in the call (the others come late), aborts from a thread */
     pthread_t t;
@@ -267,8 +288,10 @@ static void scen_abort_thread(purlin_comm_t comm) {
     pthread_join(t, NULL);
     infof("own call during the abort: %s after %.0f ms: %s", purlin_status_name(st), ms,
           purlin_comm_last_error(comm));
-    if (st == PURLIN_OK) failf("the call being aborted succeeded");
-    if (ms > g_slack_ms) failf("the call being aborted took %.0f ms", ms);
+    if (st == PURLIN_OK)
+      failf("the call being aborted succeeded");
+    if (ms > g_slack_ms)
+      failf("the call being aborted took %.0f ms", ms);
     check_aborted(comm);
     sleep_ms(500);
     destroy(comm);
@@ -279,16 +302,31 @@ static void scen_abort_thread(purlin_comm_t comm) {
   purlin_status_t st = purlin_all_reduce(s, r, 64, PURLIN_I32, PURLIN_SUM, comm, NULL, NULL);
   double ms = now_ms() - t0;
   check_failed_call(comm, st, ms, g_victim, 1, "reduce");
-  if (ms > g_slack_ms) failf("an abort took %.0f ms to be seen", ms);
+  if (ms > g_slack_ms)
+    failf("an abort took %.0f ms to be seen", ms);
   check_aborted(comm);
   destroy(comm);
 }
 
-/* ---- mismatches ---------------------------------------------------------------------------------- */
+/* ---- mismatches
+ * ---------------------------------------------------------------------------------- */
 
-enum { M_COLL, M_COLL2, M_COUNT, M_COUNT0, M_DTYPE, M_OP, M_MODE, M_AGV, M_RSV, M_A2AV, M_MEM, M_KINDS };
-static const char *const k_mkind[M_KINDS] = {"coll",  "coll2", "count", "count0", "dtype", "op",
-                                             "mode",  "agv",   "rsv",   "a2av",   "mem"};
+enum {
+  M_COLL,
+  M_COLL2,
+  M_COUNT,
+  M_COUNT0,
+  M_DTYPE,
+  M_OP,
+  M_MODE,
+  M_AGV,
+  M_RSV,
+  M_A2AV,
+  M_MEM,
+  M_KINDS
+};
+static const char *const k_mkind[M_KINDS] = {"coll", "coll2", "count", "count0", "dtype", "op",
+                                             "mode", "agv",   "rsv",   "a2av",   "mem"};
 
 /* One disagreement; every rank must return MISMATCH with a text that names the parameter (one of
  * `words`) and, when given, both values. */
@@ -303,19 +341,27 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
   const char *words[6] = {NULL};
   const char *v1 = NULL, *v2 = NULL;
   char b1[32], b2[32];
-  for (int p = 0; p < n; p++) cnt[p] = cnt2[p] = 5 + (size_t)p;
+  for (int p = 0; p < n; p++)
+    cnt[p] = cnt2[p] = 5 + (size_t)p;
   if (kind == M_A2AV) /* what r sends to p: 5 + r + p, so sendcounts == peers' recvcounts */
-    for (int p = 0; p < n; p++) cnt[p] = cnt2[p] = 5 + (size_t)me + (size_t)p;
+    for (int p = 0; p < n; p++)
+      cnt[p] = cnt2[p] = 5 + (size_t)me + (size_t)p;
   double t0 = now_ms();
   switch (kind) {
   case M_COLL: /* AllReduce against AllGather of the same count */
-    words[0] = "coll"; words[1] = "all_gather"; words[2] = "all_reduce"; words[3] = "allgather";
+    words[0] = "coll";
+    words[1] = "all_gather";
+    words[2] = "all_reduce";
+    words[3] = "allgather";
     words[4] = "allreduce";
     st = is_odd ? purlin_all_gather(s, r, C, PURLIN_F32, comm, NULL, NULL)
                 : purlin_all_reduce(s, r, C, PURLIN_F32, PURLIN_SUM, comm, NULL, NULL);
     break;
   case M_COLL2: /* ReduceScatter against AllToAll */
-    words[0] = "coll"; words[1] = "reduce_scatter"; words[2] = "all_to_all"; words[3] = "reducescatter";
+    words[0] = "coll";
+    words[1] = "reduce_scatter";
+    words[2] = "all_to_all";
+    words[3] = "reducescatter";
     words[4] = "alltoall";
     st = is_odd ? purlin_all_to_all(s, r, C, PURLIN_F32, comm, NULL, NULL)
                 : purlin_reduce_scatter(s, r, C, PURLIN_F32, PURLIN_SUM, comm, NULL, NULL);
@@ -333,7 +379,8 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
     st = purlin_all_gather(s, r, is_odd ? 0 : C, PURLIN_F32, comm, NULL, NULL);
     break;
   case M_DTYPE:
-    words[0] = "dtype"; words[1] = "type";
+    words[0] = "dtype";
+    words[1] = "type";
     st = purlin_all_reduce(s, r, C, is_odd ? PURLIN_F16 : PURLIN_F32, PURLIN_SUM, comm, NULL, NULL);
     break;
   case M_OP:
@@ -341,27 +388,32 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
     st = purlin_all_reduce(s, r, C, PURLIN_F32, is_odd ? PURLIN_MAX : PURLIN_SUM, comm, NULL, NULL);
     break;
   case M_MODE:
-    words[0] = "mode"; words[1] = "determin";
+    words[0] = "mode";
+    words[1] = "determin";
     o.mode = is_odd ? PURLIN_DETERMINISTIC : PURLIN_NONDETERMINISTIC;
     st = purlin_all_reduce(s, r, C, PURLIN_F32, PURLIN_SUM, comm, NULL, &o);
     break;
   case M_AGV: /* the odd rank thinks another rank sends one element more */
     words[0] = "count";
-    if (is_odd) cnt[(odd + 1) % n] += 1;
+    if (is_odd)
+      cnt[(odd + 1) % n] += 1;
     st = purlin_all_gather_v(s, cnt[me], r, cnt, NULL, PURLIN_F64, comm, NULL, NULL);
     break;
   case M_RSV:
     words[0] = "count";
-    if (is_odd) cnt[(odd + 1) % n] += 3;
+    if (is_odd)
+      cnt[(odd + 1) % n] += 3;
     st = purlin_reduce_scatter_v(s, r, cnt, NULL, PURLIN_F64, PURLIN_SUM, comm, NULL, NULL);
     break;
   case M_A2AV: /* the odd rank sends one element more to its neighbour than it expects */
     words[0] = "count";
-    if (is_odd) cnt[(odd + 1) % n] += 1;
+    if (is_odd)
+      cnt[(odd + 1) % n] += 1;
     st = purlin_all_to_all_v(s, cnt, NULL, r, cnt2, NULL, PURLIN_F64, comm, NULL, NULL);
     break;
   case M_MEM: {
-    words[0] = "byte"; words[1] = "size";
+    words[0] = "byte";
+    words[1] = "size";
     void *p = NULL;
     st = purlin_mem_alloc(comm, is_odd ? 8192 : 4096, &p);
     if (st == PURLIN_OK) {
@@ -377,14 +429,18 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
     /* one rank cannot disagree with itself */
   } else {
     if (st != PURLIN_ERR_MISMATCH) {
-      failf("%s: got %s (%s), want PURLIN_ERR_MISMATCH", k_mkind[kind], purlin_status_name(st), txt);
+      failf("%s: got %s (%s), want PURLIN_ERR_MISMATCH", k_mkind[kind], purlin_status_name(st),
+            txt);
     } else {
       infof("%s: MISMATCH after %.0f ms: %s", k_mkind[kind], ms, txt);
       if (!contains_any(txt, words))
-        failf("%s: the text does not name the parameter (%s...): \"%s\"", k_mkind[kind], words[0], txt);
+        failf("%s: the text does not name the parameter (%s...): \"%s\"", k_mkind[kind], words[0],
+              txt);
       if (v1 && (!strstr(txt, v1) || !strstr(txt, v2)))
-        failf("%s: the text does not give both values (%s, %s): \"%s\"", k_mkind[kind], v1, v2, txt);
-      if (ms > g_timeout_ms + g_slack_ms) failf("%s: MISMATCH took %.0f ms", k_mkind[kind], ms);
+        failf("%s: the text does not give both values (%s, %s): \"%s\"", k_mkind[kind], v1, v2,
+              txt);
+      if (ms > g_timeout_ms + g_slack_ms)
+        failf("%s: MISMATCH took %.0f ms", k_mkind[kind], ms);
     }
   }
   free(s);
@@ -394,10 +450,12 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
 }
 
 static void scen_mismatch(purlin_comm_t comm, const char *only) {
-  if (good_call(comm, 6)) return;
+  if (good_call(comm, 6))
+    return;
   int odds[3] = {g_n - 1, 0, g_n / 2}, tag = 10;
   for (int k = 0; k < M_KINDS; k++) {
-    if (only && strcmp(only, k_mkind[k]) != 0) continue;
+    if (only && strcmp(only, k_mkind[k]) != 0)
+      continue;
     for (int oi = 0; oi < (only ? 3 : 1); oi++) {
       one_mismatch(comm, k, odds[oi]);
       if (good_call(comm, tag++)) {
@@ -409,21 +467,31 @@ static void scen_mismatch(purlin_comm_t comm, const char *only) {
   /* A mem_alloc after the mem mismatch must work too. */
   void *p = NULL;
   purlin_status_t st = purlin_mem_alloc(comm, 4096, &p);
-  if (st != PURLIN_OK) failf("mem_alloc after the mismatches: %s", purlin_status_name(st));
-  else if ((st = purlin_mem_free(comm, p)) != PURLIN_OK) failf("mem_free: %s", purlin_status_name(st));
+  if (st != PURLIN_OK)
+    failf("mem_alloc after the mismatches: %s", purlin_status_name(st));
+  else if ((st = purlin_mem_free(comm, p)) != PURLIN_OK)
+    failf("mem_free: %s", purlin_status_name(st));
   destroy(comm);
 }
 
-/* ---- ranks --------------------------------------------------------------------------------------- */
+/* ---- ranks
+ * --------------------------------------------------------------------------------------- */
 
 static int run_rank(purlin_comm_t comm) {
-  if (strcmp(g_scen, "never") == 0) scen_never(comm);
-  else if (strcmp(g_scen, "kill_before") == 0) scen_kill_before(comm);
-  else if (strcmp(g_scen, "kill_during") == 0) scen_kill_during(comm);
-  else if (strcmp(g_scen, "abort") == 0) scen_abort(comm);
-  else if (strcmp(g_scen, "abort_thread") == 0) scen_abort_thread(comm);
-  else if (strcmp(g_scen, "mismatch") == 0) scen_mismatch(comm, NULL);
-  else if (strncmp(g_scen, "mismatch_", 9) == 0) scen_mismatch(comm, g_scen + 9);
+  if (strcmp(g_scen, "never") == 0)
+    scen_never(comm);
+  else if (strcmp(g_scen, "kill_before") == 0)
+    scen_kill_before(comm);
+  else if (strcmp(g_scen, "kill_during") == 0)
+    scen_kill_during(comm);
+  else if (strcmp(g_scen, "abort") == 0)
+    scen_abort(comm);
+  else if (strcmp(g_scen, "abort_thread") == 0)
+    scen_abort_thread(comm);
+  else if (strcmp(g_scen, "mismatch") == 0)
+    scen_mismatch(comm, NULL);
+  else if (strncmp(g_scen, "mismatch_", 9) == 0)
+    scen_mismatch(comm, g_scen + 9);
   else {
     failf("unknown scenario");
     destroy(comm);
@@ -441,7 +509,8 @@ static int child_main(int rank, int id_in, int id_out) {
       return 1;
     }
     for (int r = 1; r < g_n; r++)
-      if (write(id_out, &id, sizeof id) != (ssize_t)sizeof id) return 1;
+      if (write(id_out, &id, sizeof id) != (ssize_t)sizeof id)
+        return 1;
   } else if (read(id_in, &id, sizeof id) != (ssize_t)sizeof id) {
     failf("no unique id from rank 0");
     return 1;
@@ -450,7 +519,8 @@ static int child_main(int rank, int id_in, int id_out) {
   cfg.datapath = PURLIN_DATAPATH_HOST;
   cfg.timeout_ms = g_timeout_ms;
   cfg.staging_bytes = 64 << 10;
-  if (g_env_timeout) cfg.timeout_ms = 0; /* PURLIN_TIMEOUT_MS, set by the launcher, rules */
+  if (g_env_timeout)
+    cfg.timeout_ms = 0;                       /* PURLIN_TIMEOUT_MS, set by the launcher, rules */
   if (strcmp(g_scen, "init_mismatch") == 0) { /* ranks disagree on the staging size */
     purlin_comm_t comm = (purlin_comm_t)(uintptr_t)0x99;
     cfg.staging_bytes = (size_t)(64 + 64 * (rank == g_victim)) << 10;
@@ -461,9 +531,12 @@ static int child_main(int rank, int id_in, int id_out) {
           purlin_status_name(st), ms);
     if (g_n > 1 && st != PURLIN_ERR_MISMATCH)
       failf("init gave %s, want PURLIN_ERR_MISMATCH", purlin_status_name(st));
-    if (ms > g_timeout_ms + g_slack_ms) failf("init returned after %.0f ms", ms);
-    if (st != PURLIN_OK && comm != (purlin_comm_t)(uintptr_t)0x99) failf("init failed but wrote *comm");
-    if (st == PURLIN_OK) destroy(comm);
+    if (ms > g_timeout_ms + g_slack_ms)
+      failf("init returned after %.0f ms", ms);
+    if (st != PURLIN_OK && comm != (purlin_comm_t)(uintptr_t)0x99)
+      failf("init failed but wrote *comm");
+    if (st == PURLIN_OK)
+      destroy(comm);
     return g_fail ? 1 : 0;
   }
   if (strcmp(g_scen, "never_init") == 0) {
@@ -478,8 +551,10 @@ static int child_main(int rank, int id_in, int id_out) {
     infof("init without the victim: %s after %.0f ms", purlin_status_name(st), ms);
     if (st != PURLIN_ERR_TIMEOUT && st != PURLIN_ERR_REMOTE)
       failf("init gave %s, want PURLIN_ERR_TIMEOUT", purlin_status_name(st));
-    if (ms > g_timeout_ms + g_slack_ms) failf("init returned after %.0f ms", ms);
-    if (comm != NULL) failf("init failed but wrote *comm");
+    if (ms > g_timeout_ms + g_slack_ms)
+      failf("init returned after %.0f ms", ms);
+    if (comm != NULL)
+      failf("init failed but wrote *comm");
     return g_fail ? 1 : 0;
   }
   purlin_comm_t comm = NULL;
@@ -508,14 +583,18 @@ static void check_leftovers(const lo_snap_t *before) {
     lo_snapshot(&after);
     int found = 0;
     for (size_t i = 0; i < after.n; i++) {
-      if (lo_contains(before, after.name[i])) continue;
+      if (lo_contains(before, after.name[i]))
+        continue;
       pid_t h = lo_holder(after.name[i]);
-      if (h > 0) continue; /* someone else's run, still in use */
+      if (h > 0)
+        continue; /* someone else's run, still in use */
       found++;
-      if (attempt == 1) failf("left behind: %s", after.name[i]);
+      if (attempt == 1)
+        failf("left behind: %s", after.name[i]);
     }
     lo_free(&after);
-    if (!found) break;
+    if (!found)
+      break;
     sleep_ms(1000); /* a concurrent run may be between creating and using it */
   }
 }
@@ -530,7 +609,8 @@ static int launcher_main(void) {
   lo_snap_t before;
   lo_snapshot(&before);
   int idp[2], outp[2];
-  if (pipe(idp) != 0 || pipe(outp) != 0) return 2;
+  if (pipe(idp) != 0 || pipe(outp) != 0)
+    return 2;
   pid_t pids[64];
   int kill_during = strcmp(g_scen, "kill_during") == 0;
   double t0 = now_ms();
@@ -538,7 +618,8 @@ static int launcher_main(void) {
     pids[r] = fork();
     if (pids[r] == 0) {
       close(outp[0]);
-      if (kill_during) dup2(outp[1], 1); /* "ready" lines come back through the pipe */
+      if (kill_during)
+        dup2(outp[1], 1); /* "ready" lines come back through the pipe */
       int rc = child_main(r, idp[0], idp[1]);
       fflush(stdout);
       _exit(rc);
@@ -552,15 +633,18 @@ static int launcher_main(void) {
     char line[1024];
     int ready = 0;
     while (ready < g_n && fgets(line, sizeof line, f)) {
-      if (strncmp(line, "ready", 5) == 0) ready++;
-      else fputs(line, stdout);
+      if (strncmp(line, "ready", 5) == 0)
+        ready++;
+      else
+        fputs(line, stdout);
     }
     sleep_ms(400);
     printf("launcher: SIGKILL to rank %d (pid %d) after %d ranks were ready\n", g_victim,
            (int)pids[g_victim], ready);
     fflush(stdout);
     kill(pids[g_victim], SIGKILL);
-    while (fgets(line, sizeof line, f)) fputs(line, stdout);
+    while (fgets(line, sizeof line, f))
+      fputs(line, stdout);
     fclose(f);
   } else {
     close(outp[0]);
@@ -576,17 +660,21 @@ static int launcher_main(void) {
         g_rank = -1;
         failf("ranks still running after %.0f ms: killing them (a hang)", limit);
         for (int r = 0; r < g_n; r++)
-          if (pids[r] > 0) kill(pids[r], SIGKILL);
+          if (pids[r] > 0)
+            kill(pids[r], SIGKILL);
         limit = 1e18;
       }
       sleep_ms(20);
       continue;
     }
-    if (p < 0) break;
+    if (p < 0)
+      break;
     int r = -1;
     for (int k = 0; k < g_n; k++)
-      if (pids[k] == p) r = k;
-    if (r < 0) continue; /* an orphan reparented to us */
+      if (pids[k] == p)
+        r = k;
+    if (r < 0)
+      continue; /* an orphan reparented to us */
     pids[r] = -1;
     left--;
     int victim_killed = r == g_victim && (strncmp(g_scen, "kill", 4) == 0);
@@ -605,7 +693,8 @@ static int launcher_main(void) {
   g_rank = -1;
   check_leftovers(&before);
   lo_free(&before);
-  if (g_fail) rc = 1;
+  if (g_fail)
+    rc = 1;
   printf("fault_test %s: %s (%d ranks, %.1f s)\n", g_scen, rc ? "FAILED" : "ok", g_n,
          (now_ms() - t0) / 1e3);
   return rc;
@@ -614,7 +703,8 @@ static int launcher_main(void) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: fault_test SCENARIO [-n N] [--timeout-ms T] [--slack-ms S] [--victim R]\n");
+    fprintf(stderr,
+            "usage: fault_test SCENARIO [-n N] [--timeout-ms T] [--slack-ms S] [--victim R]\n");
     return 2;
   }
   g_scen = argv[1];
@@ -624,11 +714,16 @@ int main(int argc, char **argv) {
       i--;
       continue;
     }
-    if (i + 1 >= argc) break;
-    if (strcmp(argv[i], "-n") == 0) g_n = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--timeout-ms") == 0) g_timeout_ms = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--slack-ms") == 0) g_slack_ms = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--victim") == 0) g_victim = atoi(argv[i + 1]);
+    if (i + 1 >= argc)
+      break;
+    if (strcmp(argv[i], "-n") == 0)
+      g_n = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--timeout-ms") == 0)
+      g_timeout_ms = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--slack-ms") == 0)
+      g_slack_ms = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--victim") == 0)
+      g_victim = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "fault_test: unknown option %s\n", argv[i]);
       return 2;
@@ -637,7 +732,8 @@ int main(int argc, char **argv) {
   if (getenv("PURLIN_RANK")) { /* under purlinrun */
     purlin_comm_t comm = NULL;
     const char *t = getenv("PURLIN_TIMEOUT_MS");
-    if (t) g_timeout_ms = atoi(t);
+    if (t)
+      g_timeout_ms = atoi(t);
     purlin_status_t st = purlin_comm_init_env(&comm, NULL);
     if (st != PURLIN_OK) {
       printf("fault_test: purlin_comm_init_env: %s\n", purlin_status_name(st));
@@ -645,12 +741,15 @@ int main(int argc, char **argv) {
     }
     purlin_comm_rank(comm, &g_rank);
     purlin_comm_size(comm, &g_n);
-    if (g_victim < 0) g_victim = g_n - 1;
+    if (g_victim < 0)
+      g_victim = g_n - 1;
     int rc = run_rank(comm);
     printf("fault_test %s rank %d: %s\n", g_scen, g_rank, rc ? "FAILED" : "ok");
     return rc;
   }
-  if (g_n < 1 || g_n > 64) return 2;
-  if (g_victim < 0) g_victim = g_n - 1;
+  if (g_n < 1 || g_n > 64)
+    return 2;
+  if (g_victim < 0)
+    g_victim = g_n - 1;
   return launcher_main();
 }

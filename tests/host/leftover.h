@@ -21,8 +21,8 @@ void lo_free(lo_snap_t *s);
 int lo_contains(const lo_snap_t *s, const char *name);
 /* The pid of a live process that has the entry open (file: fd or mapping; socket: fd), or 0. */
 pid_t lo_holder(const char *name);
-/* Children of `parent` still alive (for a subreaper parent: every leftover descendant). Writes up to
- * max pids, returns how many there are. */
+/* Children of `parent` still alive (for a subreaper parent: every leftover descendant). Writes up
+ * to max pids, returns how many there are. */
 int lo_children(pid_t parent, pid_t *pids, int max);
 /* The command name of a process ("?" if gone). */
 void lo_comm(pid_t pid, char *buf, size_t len);

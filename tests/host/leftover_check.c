@@ -24,7 +24,8 @@ static int snapshot(const char *file) {
     perror(file);
     return 2;
   }
-  for (size_t i = 0; i < s.n; i++) fprintf(f, "%s\n", s.name[i]);
+  for (size_t i = 0; i < s.n; i++)
+    fprintf(f, "%s\n", s.name[i]);
   fclose(f);
   printf("leftover_check: %zu existing entries recorded\n", s.n);
   lo_free(&s);
@@ -43,13 +44,16 @@ static int under_dir(pid_t pid) {
 /* Processes of this build tree still running (not this one). */
 static int stray_processes(void) {
   DIR *proc = opendir("/proc");
-  if (!proc) return 0;
+  if (!proc)
+    return 0;
   struct dirent *e;
   int found = 0;
   while ((e = readdir(proc)) != NULL) {
     int pid = atoi(e->d_name);
-    if (pid <= 0 || pid == getpid()) continue;
-    if (!under_dir(pid)) continue;
+    if (pid <= 0 || pid == getpid())
+      continue;
+    if (!under_dir(pid))
+      continue;
     char comm[64];
     lo_comm(pid, comm, sizeof comm);
     printf("FAIL leftover process %d (%s) of this build still running\n", pid, comm);
@@ -67,7 +71,8 @@ static int check(const char *file) {
     while (fgets(line, sizeof line, f)) {
       line[strcspn(line, "\n")] = 0;
       char **v = realloc(before.name, (before.n + 1) * sizeof(char *));
-      if (!v) break;
+      if (!v)
+        break;
       before.name = v;
       before.name[before.n++] = strdup(line);
     }
@@ -80,20 +85,24 @@ static int check(const char *file) {
     lo_snapshot(&now);
     int found = 0;
     for (size_t i = 0; i < now.n; i++) {
-      if (lo_contains(&before, now.name[i])) continue;
+      if (lo_contains(&before, now.name[i]))
+        continue;
       pid_t h = lo_holder(now.name[i]);
-      if (h > 0 && !under_dir(h)) continue; /* another run's, in use */
+      if (h > 0 && !under_dir(h))
+        continue; /* another run's, in use */
       found++;
       if (attempt == 2) {
         char comm[64] = "";
-        if (h > 0) lo_comm(h, comm, sizeof comm);
+        if (h > 0)
+          lo_comm(h, comm, sizeof comm);
         printf("FAIL left behind: %s%s%s%s\n", now.name[i], h > 0 ? " (held by " : "",
                h > 0 ? comm : "", h > 0 ? ")" : "");
         bad++;
       }
     }
     lo_free(&now);
-    if (!found) break;
+    if (!found)
+      break;
     sleep(1);
   }
   lo_free(&before);
@@ -102,7 +111,8 @@ static int check(const char *file) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && strcmp(argv[1], "snapshot") == 0) return snapshot(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "snapshot") == 0)
+    return snapshot(argv[2]);
   if (argc == 4 && strcmp(argv[1], "check") == 0) {
     g_dir = argv[3];
     return check(argv[2]);

@@ -2,9 +2,9 @@
  *
  * Nothing here uses the library's conversion or reduction code: narrow floats are decoded with
  * ldexp() from their fields and encoded by a nearest-value search over the sorted table of their
- * finite values (ties to the even code), so a bug in the library's bit tricks cannot hide behind the
- * same bug here. Inputs are a pure function of (key, rank, element index): every rank computes every
- * other rank's input, and so the expected output, without communication. */
+ * finite values (ties to the even code), so a bug in the library's bit tricks cannot hide behind
+ * the same bug here. Inputs are a pure function of (key, rank, element index): every rank computes
+ * every other rank's input, and so the expected output, without communication. */
 #ifndef PURLIN_TEST_REF_H
 #define PURLIN_TEST_REF_H
 
@@ -12,8 +12,21 @@
 #include <stdint.h>
 
 /* The test's own numbering follows the public header's enums (checked in ref.c). */
-enum { REF_F32, REF_F16, REF_BF16, REF_F64, REF_I8, REF_U8, REF_I32, REF_U32, REF_I64, REF_U64,
-       REF_E4M3, REF_E5M2, REF_DTYPE_COUNT };
+enum {
+  REF_F32,
+  REF_F16,
+  REF_BF16,
+  REF_F64,
+  REF_I8,
+  REF_U8,
+  REF_I32,
+  REF_U32,
+  REF_I64,
+  REF_U64,
+  REF_E4M3,
+  REF_E5M2,
+  REF_DTYPE_COUNT
+};
 enum { REF_SUM, REF_PROD, REF_MIN, REF_MAX, REF_AVG, REF_OP_COUNT };
 
 size_t ref_dtype_size(int dtype);

@@ -46,26 +46,49 @@ static void known_values(void) {
     float x;
     uint32_t code;
   } k[] = {
-      {REF_F16, 1.0f, 0x3c00}, {REF_F16, -2.0f, 0xc000}, {REF_F16, 65504.0f, 0x7bff},
-      {REF_F16, 65519.0f, 0x7bff}, {REF_F16, 65520.0f, 0x7c00}, /* tie goes to inf (even) */
-      {REF_F16, 1e9f, 0x7c00}, {REF_F16, -INFINITY, 0xfc00}, {REF_F16, 5.9604645e-8f, 0x0001},
+      {REF_F16, 1.0f, 0x3c00},
+      {REF_F16, -2.0f, 0xc000},
+      {REF_F16, 65504.0f, 0x7bff},
+      {REF_F16, 65519.0f, 0x7bff},
+      {REF_F16, 65520.0f, 0x7c00}, /* tie goes to inf (even) */
+      {REF_F16, 1e9f, 0x7c00},
+      {REF_F16, -INFINITY, 0xfc00},
+      {REF_F16, 5.9604645e-8f, 0x0001},
       {REF_F16, 2.9802322e-8f, 0x0000}, /* half the smallest subnormal: tie to even (0) */
-      {REF_F16, 1.0f + 0x1p-11f, 0x3c00}, {REF_F16, 1.0f + 0x3p-11f, 0x3c02},
+      {REF_F16, 1.0f + 0x1p-11f, 0x3c00},
+      {REF_F16, 1.0f + 0x3p-11f, 0x3c02},
       {REF_F16, -0.0f, 0x8000},
-      {REF_BF16, 1.0f, 0x3f80}, {REF_BF16, 1.0f + 0x1p-8f, 0x3f80}, {REF_BF16, 1.0f + 0x3p-8f, 0x3f82},
-      {REF_BF16, FLT_MAX, 0x7f80}, {REF_BF16, 3.3895314e38f, 0x7f7f},
-      {REF_E4M3, 1.0f, 0x38}, {REF_E4M3, 448.0f, 0x7e}, {REF_E4M3, 464.0f, 0x7e},
-      {REF_E4M3, 1e9f, 0x7e}, {REF_E4M3, INFINITY, 0x7e}, {REF_E4M3, -INFINITY, 0xfe},
-      {REF_E4M3, NAN, 0x7f}, {REF_E4M3, 0x1p-9f, 0x01}, {REF_E4M3, 0x1p-10f, 0x00},
-      {REF_E4M3, 0x3p-10f, 0x02}, {REF_E4M3, 1.0625f, 0x38}, {REF_E4M3, 1.1875f, 0x3a},
-      {REF_E5M2, 1.0f, 0x3c}, {REF_E5M2, 57344.0f, 0x7b}, {REF_E5M2, 61440.0f, 0x7b},
-      {REF_E5M2, INFINITY, 0x7b}, {REF_E5M2, -1e30f, 0xfb}, {REF_E5M2, 0x1p-16f, 0x01},
-      {REF_E5M2, 1.125f, 0x3c}, {REF_E5M2, 1.375f, 0x3e},
+      {REF_BF16, 1.0f, 0x3f80},
+      {REF_BF16, 1.0f + 0x1p-8f, 0x3f80},
+      {REF_BF16, 1.0f + 0x3p-8f, 0x3f82},
+      {REF_BF16, FLT_MAX, 0x7f80},
+      {REF_BF16, 3.3895314e38f, 0x7f7f},
+      {REF_E4M3, 1.0f, 0x38},
+      {REF_E4M3, 448.0f, 0x7e},
+      {REF_E4M3, 464.0f, 0x7e},
+      {REF_E4M3, 1e9f, 0x7e},
+      {REF_E4M3, INFINITY, 0x7e},
+      {REF_E4M3, -INFINITY, 0xfe},
+      {REF_E4M3, NAN, 0x7f},
+      {REF_E4M3, 0x1p-9f, 0x01},
+      {REF_E4M3, 0x1p-10f, 0x00},
+      {REF_E4M3, 0x3p-10f, 0x02},
+      {REF_E4M3, 1.0625f, 0x38},
+      {REF_E4M3, 1.1875f, 0x3a},
+      {REF_E5M2, 1.0f, 0x3c},
+      {REF_E5M2, 57344.0f, 0x7b},
+      {REF_E5M2, 61440.0f, 0x7b},
+      {REF_E5M2, INFINITY, 0x7b},
+      {REF_E5M2, -1e30f, 0xfb},
+      {REF_E5M2, 0x1p-16f, 0x01},
+      {REF_E5M2, 1.125f, 0x3c},
+      {REF_E5M2, 1.375f, 0x3e},
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
     uint32_t got = ref_narrow_encode(k[i].dtype, k[i].x);
     if (isnan(k[i].x)) {
-      CHECK(isnan(ref_narrow_decode(k[i].dtype, got)), "%s NaN -> 0x%x", ref_dtype_name(k[i].dtype), got);
+      CHECK(isnan(ref_narrow_decode(k[i].dtype, got)), "%s NaN -> 0x%x", ref_dtype_name(k[i].dtype),
+            got);
     } else {
       CHECK(got == k[i].code, "ref %s(%.9g) = 0x%x, want 0x%x", ref_dtype_name(k[i].dtype),
             (double)k[i].x, got, k[i].code);
@@ -100,18 +123,26 @@ static void round_trips(void) {
 
 static uint32_t lib_encode(int d, float x) {
   switch (d) {
-  case REF_F16: return pl_f32_to_f16(x);
-  case REF_BF16: return pl_f32_to_bf16(x);
-  case REF_E4M3: return pl_f32_to_e4m3(x);
-  default: return pl_f32_to_e5m2(x);
+  case REF_F16:
+    return pl_f32_to_f16(x);
+  case REF_BF16:
+    return pl_f32_to_bf16(x);
+  case REF_E4M3:
+    return pl_f32_to_e4m3(x);
+  default:
+    return pl_f32_to_e5m2(x);
   }
 }
 static float lib_decode(int d, uint32_t c) {
   switch (d) {
-  case REF_F16: return pl_f16_to_f32((uint16_t)c);
-  case REF_BF16: return pl_bf16_to_f32((uint16_t)c);
-  case REF_E4M3: return pl_e4m3_to_f32((uint8_t)c);
-  default: return pl_e5m2_to_f32((uint8_t)c);
+  case REF_F16:
+    return pl_f16_to_f32((uint16_t)c);
+  case REF_BF16:
+    return pl_bf16_to_f32((uint16_t)c);
+  case REF_E4M3:
+    return pl_e4m3_to_f32((uint8_t)c);
+  default:
+    return pl_e5m2_to_f32((uint8_t)c);
   }
 }
 
@@ -120,7 +151,8 @@ static void cmp_encode(int d, float x) {
   uint32_t want = ref_narrow_encode(d, x), got = lib_encode(d, x);
   g_conv_checked++;
   int ok = got == want || (isnan(ref_narrow_decode(d, got)) && isnan(ref_narrow_decode(d, want)));
-  if (!ok) g_conv_bad++;
+  if (!ok)
+    g_conv_bad++;
   CHECK(ok, "library %s encode of %.9g (0x%08x): got 0x%x, reference 0x%x", ref_dtype_name(d),
         (double)x, bits_of_f32(x), got, want);
 }
@@ -137,12 +169,14 @@ static void cross_check_conversions(void) {
     }
     for (uint32_t c = 0; c + 1 < ncodes; c++) { /* midpoints of neighbours and around them */
       double a = ref_narrow_decode(d, c), b = ref_narrow_decode(d, c + 1);
-      if (!isfinite(a) || !isfinite(b) || fabs(b) < fabs(a) || (c & 0x7fffu) == 0x7fffu) continue;
+      if (!isfinite(a) || !isfinite(b) || fabs(b) < fabs(a) || (c & 0x7fffu) == 0x7fffu)
+        continue;
       float mid = (float)((a + b) / 2);
       uint32_t mb = bits_of_f32(mid);
       for (int dd = -2; dd <= 2; dd++) {
         float x = f32_of_bits(mb + (uint32_t)dd);
-        if (!isnan(x)) cmp_encode(d, x);
+        if (!isnan(x))
+          cmp_encode(d, x);
       }
     }
     uint64_t s = 12345u + (uint64_t)d;
@@ -150,10 +184,12 @@ static void cross_check_conversions(void) {
       s = ref_mix(s);
       cmp_encode(d, f32_of_bits((uint32_t)s));
     }
-    static const float extra[] = {INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 0.0f, -0.0f,
-                                  FLT_TRUE_MIN, 448.0f, 449.0f, 463.9f, 464.0f, 480.0f, 57344.0f,
-                                  61439.0f, 61440.0f, 65504.0f, 65519.99f, 65520.0f};
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) cmp_encode(d, extra[i]);
+    static const float extra[] = {INFINITY, -INFINITY, NAN,          FLT_MAX,  -FLT_MAX,
+                                  0.0f,     -0.0f,     FLT_TRUE_MIN, 448.0f,   449.0f,
+                                  463.9f,   464.0f,    480.0f,       57344.0f, 61439.0f,
+                                  61440.0f, 65504.0f,  65519.99f,    65520.0f};
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+      cmp_encode(d, extra[i]);
   }
   printf("ref_selftest: %ld library conversions checked, %ld differ\n", g_conv_checked, g_conv_bad);
 }
@@ -177,7 +213,8 @@ static void cross_check_reduce(void) {
           for (size_t i = 0; i < COUNT; i++) {
             double tol;
             int bitwise;
-            for (int r = 0; r < n; r++) memcpy(vals + (size_t)r * es, in[r] + i * es, es);
+            for (int r = 0; r < n; r++)
+              memcpy(vals + (size_t)r * es, in[r] + i * es, es);
             ref_reduce(d, op, n, vals, want, &tol);
             checked++;
             int ok = ref_match(d, out + i * es, want, 0, &bitwise);
@@ -188,8 +225,10 @@ static void cross_check_reduce(void) {
               ref_format(d, want, b, sizeof b);
               ref_format(d, vals, x0, sizeof x0);
               ref_format(d, vals + es, x1, sizeof x1);
-              CHECK(ok, "library reduce %s %s n=%d special=%d [%zu]: got %s, reference %s (x0 %s x1 %s)",
-                    ref_dtype_name(d), ref_op_name(op), n, special, i, a, b, x0, n > 1 ? x1 : "-");
+              CHECK(
+                  ok,
+                  "library reduce %s %s n=%d special=%d [%zu]: got %s, reference %s (x0 %s x1 %s)",
+                  ref_dtype_name(d), ref_op_name(op), n, special, i, a, b, x0, n > 1 ? x1 : "-");
             }
           }
         }
