@@ -136,6 +136,7 @@ static void zipf_matrix(size_t *m, int n, size_t elems, size_t esize, uint64_t k
   int np = n * (n + 1) / 2, *perm = malloc(sizeof(int) * (size_t)np), hr = 0;
   double *w = malloc(sizeof(double) * (size_t)np), sum = 0, hw = -1;
   size_t unit = 16 / esize, total = (size_t)n * elems, units = total / unit, given = 0;
+  memset(m, 0, sizeof(size_t) * (size_t)n * (size_t)n);
   shuffle(perm, np, key);
   for (int k = 0; k < np; k++)
     w[perm[k]] = 1.0 / pow((double)(k + 1), s);

@@ -116,6 +116,9 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
     pl_futex(&me->bell, FUTEX_WAIT, bell, &ts);
     __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
     if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+    /* An abort names its culprit: look at it before blaming an ended process, which may be a
+     * survivor that already handled this very error and exited. */
+    if ((st = pl_stop_reason(a))) return st;
     uint64_t now = pl_now_ns();
     if (now >= next_check) { /* at most every 20 ms: liveness and deadline */
       next_check = now + 20 * 1000 * 1000;
