@@ -204,8 +204,289 @@ PL_DEV void pl_dev_copy(pl_atom_t *a, void *dst, const void *src, uint64_t bytes
     ((T *)dst)[i] = (T)acc;                                                                        \
   }
 
+/* ---- reduce, 16-byte vector path --------------------------------------------------------------
+ * The scalar loops above issue one narrow load per element and source, with the op switch inside
+ * (AllReduce measured ~2 GB/s on an H200). Here each thread owns whole 16-byte vectors: it loads
+ * one uint4 per source (the next source's loads issued before the current one is accumulated,
+ * several vectors at once, so many loads are in flight), and does per lane exactly what PL_DR_*_
+ * do per element: one accumulator fed srcs[0], srcs[1], ... through pl_opf/pl_opd/pl_opi/pl_opu,
+ * the AVG division, and the conversions (dtype.h's, or branch-free ones with the same bits). Same
+ * bits as pl_reduce_elems. dtype and op are template constants, so the inner loop has no switch.
+ * The helpers are __host__ __device__ so that a host test can run them. */
+#define PL_RV static __host__ __device__ __forceinline__
+
+/* Unrolled on the device (the lanes then live in registers); host compilers lack the pragma. */
+#ifdef __CUDA_ARCH__
+#define PL_RV_UNROLL_ _Pragma("unroll")
+#else
+#define PL_RV_UNROLL_
+#endif
+/* Bits per element (every dtype's lanes divide a 32-bit word, or are two words). */
+#define PL_RV_EB_(dt)                                                                              \
+  ((dt) == PURLIN_F64 || (dt) == PURLIN_I64 || (dt) == PURLIN_U64                      ? 64        \
+   : (dt) == PURLIN_F32 || (dt) == PURLIN_I32 || (dt) == PURLIN_U32                    ? 32        \
+   : (dt) == PURLIN_F16 || (dt) == PURLIN_BF16                                         ? 16        \
+                                                                                       : 8)
+/* Vectors per thread per pass: at most 32 registers of accumulators (more would spill under
+ * __launch_bounds__(512, 1)), at most 4. */
+#define PL_RV_ACCW_(eb, accbytes) (32 * 4 / ((128 / (eb)) * (accbytes)))
+#define PL_RV_U_(eb, accbytes) (PL_RV_ACCW_(eb, accbytes) > 4 ? 4 : PL_RV_ACCW_(eb, accbytes))
+
+PL_RV uint64_t pl_rv_mask(int eb) { return eb == 64 ? ~0ull : (1ull << eb) - 1; }
+/* Lane j of a vector held as 4 words (little-endian, as memory). */
+PL_RV uint64_t pl_rv_lane(const uint32_t *w, int eb, int j) {
+  if (eb == 64) return (uint64_t)w[2 * j] | (uint64_t)w[2 * j + 1] << 32;
+  int per = 32 / eb;
+  return (uint64_t)(w[j / per] >> (eb * (j % per))) & pl_rv_mask(eb);
+}
+PL_RV void pl_rv_set_lane(uint32_t *w, int eb, int j, uint64_t c) {
+  if (eb == 64) {
+    w[2 * j] = (uint32_t)c;
+    w[2 * j + 1] = (uint32_t)(c >> 32);
+    return;
+  }
+  int per = 32 / eb;
+  w[j / per] |= (uint32_t)c << (eb * (j % per));
+}
+/* One element at index i of p, as its code (head and tail). */
+PL_RV uint64_t pl_rv_ld1(const void *p, int eb, uint64_t i) {
+  switch (eb) {
+  case 8: return ((const uint8_t *)p)[i];
+  case 16: return ((const uint16_t *)p)[i];
+  case 32: return ((const uint32_t *)p)[i];
+  default: return ((const uint64_t *)p)[i];
+  }
+}
+PL_RV void pl_rv_st1(void *p, int eb, uint64_t i, uint64_t c) {
+  switch (eb) {
+  case 8: ((uint8_t *)p)[i] = (uint8_t)c; break;
+  case 16: ((uint16_t *)p)[i] = (uint16_t)c; break;
+  case 32: ((uint32_t *)p)[i] = (uint32_t)c; break;
+  default: ((uint64_t *)p)[i] = c; break;
+  }
+}
+PL_RV double pl_rv_u2d(uint64_t u) {
+  union { double d; uint64_t u; } c;
+  c.u = u;
+  return c.d;
+}
+PL_RV uint64_t pl_rv_d2u(double d) {
+  union { double d; uint64_t u; } c;
+  c.d = d;
+  return c.u;
+}
+/* dtype.h's f16/fp8 conversions without branches: dtype.h's pl_small_to_f32/pl_f32_to_small
+ * branch per element (subnormals, NaN, overflow), which costs more than the memory traffic here.
+ * Same bits for every input (a host test compares all 2^16 / 2^8 codes and all 2^32 floats).
+ * In: a normal code is the f32 bits minus the bias difference; a subnormal m * 2^(1-bias-mbits)
+ * is (1 + m/2^mbits) * 2^(1-bias) - 2^(1-bias), exact; NaN gives dtype.h's canonical NaN,
+ * signed. */
+PL_RV float pl_rv_small_to_f32(uint32_t code, int ebits, int mbits, int bias, int has_inf,
+                               uint32_t nan_code) {
+  uint32_t sign = (code >> (ebits + mbits) & 1u) << 31, mag = code & ((1u << (ebits + mbits)) - 1u);
+  uint32_t emax = (1u << ebits) - 1u, nrm = (mag << (23 - mbits)) + ((uint32_t)(127 - bias) << 23);
+  uint32_t one = (uint32_t)(127 + 1 - bias) << 23; /* 2^(1-bias), the smallest normal */
+  uint32_t sub = pl_f2u(pl_u2f((mag << (23 - mbits)) + one) - pl_u2f(one));
+  uint32_t r = mag >> mbits ? nrm : sub;
+  if (has_inf && mag >> mbits == emax) r = mag & ((1u << mbits) - 1u) ? 0x7fc00000u : 0x7f800000u;
+  if (!has_inf && mag == nan_code) r = 0x7fc00000u;
+  return pl_u2f(sign | r);
+}
+/* Out: a normal result rounds to nearest even by adding half an ulp less one plus the kept lsb; a
+ * subnormal one by adding C, whose ulp is the target's subnormal step (f32 addition rounds to
+ * nearest even), then subtracting C's bits; then overflow and NaN codes as dtype.h. */
+PL_RV uint32_t pl_rv_f32_to_small(float x, int ebits, int mbits, int bias, uint32_t max_code,
+                                  uint32_t nan_code, uint32_t ovf_code) {
+  uint32_t u = pl_f2u(x), sign = (u >> 31) << (ebits + mbits);
+  int sh = 23 - mbits;
+  u &= 0x7fffffffu;
+  uint32_t minnorm = (uint32_t)(127 + 1 - bias) << 23;
+  uint32_t c = (uint32_t)(127 + 24 - bias - mbits) << 23;
+  uint32_t half = (1u << (sh - 1)) - 1u + ((u >> sh) & 1u);
+  uint32_t rn = (u - ((uint32_t)(127 - bias) << 23) + half) >> sh;
+  uint32_t rs = pl_f2u(pl_u2f(u) + pl_u2f(c)) - c;
+  uint32_t r = u < minnorm ? rs : rn;
+  if (r > max_code) r = ovf_code;
+  if (u > 0x7f800000u) r = nan_code;
+  return sign | r;
+}
+PL_RV float pl_rv_f16_in(uint32_t c) { return pl_rv_small_to_f32(c, 5, 10, 15, 1, 0); }
+PL_RV uint32_t pl_rv_f16_out(float x) {
+  return pl_rv_f32_to_small(x, 5, 10, 15, 0x7bffu, 0x7e00u, 0x7c00u);
+}
+PL_RV float pl_rv_e4m3_in(uint32_t c) { return pl_rv_small_to_f32(c, 4, 3, 7, 0, 0x7fu); }
+PL_RV uint32_t pl_rv_e4m3_out(float x) {
+  return pl_rv_f32_to_small(x, 4, 3, 7, 0x7eu, 0x7fu, 0x7eu);
+}
+PL_RV float pl_rv_e5m2_in(uint32_t c) { return pl_rv_small_to_f32(c, 5, 2, 15, 1, 0); }
+PL_RV uint32_t pl_rv_e5m2_out(float x) {
+  return pl_rv_f32_to_small(x, 5, 2, 15, 0x7bu, 0x7eu, 0x7bu);
+}
+
+/* Code -> accumulator and accumulator -> code (after the AVG division), per family. */
+PL_RV float pl_rv_in_f(int dt, uint64_t c) {
+  switch (dt) {
+  case PURLIN_F16: return pl_rv_f16_in((uint32_t)c);
+  case PURLIN_BF16: return pl_bf16_to_f32((uint16_t)c);
+  case PURLIN_FP8_E4M3: return pl_rv_e4m3_in((uint32_t)c);
+  case PURLIN_FP8_E5M2: return pl_rv_e5m2_in((uint32_t)c);
+  default: return pl_u2f((uint32_t)c);
+  }
+}
+PL_RV uint64_t pl_rv_out_f(int dt, int op, float acc, int divisor) {
+  if (op == PURLIN_AVG) acc = acc / (float)divisor;
+  switch (dt) {
+  case PURLIN_F16: return pl_rv_f16_out(acc);
+  case PURLIN_BF16: return pl_f32_to_bf16(acc);
+  case PURLIN_FP8_E4M3: return pl_rv_e4m3_out(acc);
+  case PURLIN_FP8_E5M2: return pl_rv_e5m2_out(acc);
+  default: return pl_f2u(acc);
+  }
+}
+PL_RV double pl_rv_in_d(int dt, uint64_t c) { return pl_rv_u2d(c); }
+PL_RV uint64_t pl_rv_out_d(int dt, int op, double acc, int divisor) {
+  if (op == PURLIN_AVG) acc = acc / (double)divisor;
+  return pl_rv_d2u(acc);
+}
+/* Signed: the element sign-extended, as PL_DR_SINT_'s int64_t acc = (T)x; (T)acc is the low eb bits
+ * sign-extended again. */
+PL_RV int64_t pl_rv_sext(uint64_t c, int eb) {
+  return eb == 8 ? (int64_t)(int8_t)c : eb == 32 ? (int64_t)(int32_t)c : (int64_t)c;
+}
+PL_RV int64_t pl_rv_in_i(int dt, uint64_t c) { return pl_rv_sext(c, PL_RV_EB_(dt)); }
+PL_RV uint64_t pl_rv_out_i(int dt, int op, int64_t acc, int divisor) {
+  int eb = PL_RV_EB_(dt);
+  if (op == PURLIN_AVG) acc = pl_avg_i(pl_rv_sext((uint64_t)acc, eb), divisor);
+  return (uint64_t)acc & pl_rv_mask(eb);
+}
+PL_RV uint64_t pl_rv_in_u(int dt, uint64_t c) { return c; }
+PL_RV uint64_t pl_rv_out_u(int dt, int op, uint64_t acc, int divisor) {
+  uint64_t m = pl_rv_mask(PL_RV_EB_(dt));
+  if (op == PURLIN_AVG) acc = pl_avg_u(acc & m, divisor);
+  return acc & m;
+}
+
+/* Loads U vectors of source p into X (4 words each); vectors past nvec load nothing. */
+#define PL_RV_LOAD_(X, p)                                                                          \
+  do {                                                                                             \
+    const uint4 *q_ = (const uint4 *)((const char *)(p) + hb);                                     \
+    PL_RV_UNROLL_ for (int u_ = 0; u_ < U; u_++) {                                                 \
+      uint64_t i_ = v0 + (uint64_t)u_ * nt;                                                        \
+      uint4 r_ = i_ < nvec ? q_[i_] : make_uint4(0, 0, 0, 0);                                      \
+      X[u_][0] = r_.x;                                                                             \
+      X[u_][1] = r_.y;                                                                             \
+      X[u_][2] = r_.z;                                                                             \
+      X[u_][3] = r_.w;                                                                             \
+    }                                                                                              \
+  } while (0)
+/* Element i alone, as PL_DR_*_ do it (head and tail). */
+#define PL_RV_ONE_(i, ACC, IN, OPFN, OUT)                                                          \
+  do {                                                                                             \
+    ACC x_ = IN(DT, pl_rv_ld1(srcs[0], EB, i));                                                    \
+    for (int s_ = 1; s_ < n; s_++) x_ = OPFN(OP, x_, IN(DT, pl_rv_ld1(srcs[s_], EB, i)));          \
+    pl_rv_st1(dst, EB, i, OUT(DT, OP, x_, divisor));                                               \
+  } while (0)
+
+/* One family's reduction, run by thread tid of nt: the nvec vectors from element h (16-byte
+ * aligned in dst and every source), U per pass, nt apart so that a warp's loads coalesce; a holds
+ * the source being accumulated, b the next one, already loading. Elements [0, h) and past the
+ * vectors go one at a time. Not inlined: one copy per dtype/op, with its own register budget. */
+#define PL_RV_DEFINE_(NAME, ACC, IN, OPFN, OUT)                                                    \
+  template <int DT, int OP>                                                                        \
+  static __host__ __device__ __noinline__ void NAME(void *dst, const void *const *srcs, int n,     \
+                                                    uint64_t count, uint64_t h, uint64_t nvec,     \
+                                                    int divisor, uint64_t tid, uint64_t nt) {      \
+    const int EB = PL_RV_EB_(DT), L = 128 / EB, U = PL_RV_U_(EB, (int)sizeof(ACC));                \
+    const uint64_t hb = h * (EB / 8), tail = h + nvec * (uint64_t)L;                               \
+    for (uint64_t v0 = tid; v0 < nvec; v0 += U * nt) {                                             \
+      uint32_t a[U][4], b[U][4] = {{0}};                                                           \
+      ACC acc[U][L];                                                                               \
+      PL_RV_LOAD_(a, srcs[0]);                                                                     \
+      if (n > 1) PL_RV_LOAD_(b, srcs[1]);                                                          \
+      PL_RV_UNROLL_ for (int u = 0; u < U; u++)                                                    \
+        PL_RV_UNROLL_ for (int j = 0; j < L; j++) acc[u][j] = IN(DT, pl_rv_lane(a[u], EB, j));     \
+      for (int s = 1; s < n; s++) {                                                                \
+        PL_RV_UNROLL_ for (int u = 0; u < U; u++)                                                  \
+          PL_RV_UNROLL_ for (int k = 0; k < 4; k++) a[u][k] = b[u][k];                             \
+        if (s + 1 < n) PL_RV_LOAD_(b, srcs[s + 1]);                                                \
+        PL_RV_UNROLL_ for (int u = 0; u < U; u++)                                                  \
+          PL_RV_UNROLL_ for (int j = 0; j < L; j++)                                                \
+            acc[u][j] = OPFN(OP, acc[u][j], IN(DT, pl_rv_lane(a[u], EB, j)));                      \
+      }                                                                                            \
+      PL_RV_UNROLL_ for (int u = 0; u < U; u++) {                                                  \
+        uint64_t i = v0 + (uint64_t)u * nt;                                                        \
+        if (i < nvec) {                                                                            \
+          uint32_t w[4] = {0, 0, 0, 0};                                                            \
+          PL_RV_UNROLL_ for (int j = 0; j < L; j++)                                                \
+            pl_rv_set_lane(w, EB, j, OUT(DT, OP, acc[u][j], divisor));                             \
+          ((uint4 *)((char *)dst + hb))[i] = make_uint4(w[0], w[1], w[2], w[3]);                   \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (uint64_t i = tid; i < h; i += nt) PL_RV_ONE_(i, ACC, IN, OPFN, OUT);                      \
+    for (uint64_t i = tail + tid; i < count; i += nt) PL_RV_ONE_(i, ACC, IN, OPFN, OUT);           \
+  }
+PL_RV_DEFINE_(pl_rv_float, float, pl_rv_in_f, pl_opf, pl_rv_out_f)
+PL_RV_DEFINE_(pl_rv_f64, double, pl_rv_in_d, pl_opd, pl_rv_out_d)
+PL_RV_DEFINE_(pl_rv_sint, int64_t, pl_rv_in_i, pl_opi, pl_rv_out_i)
+PL_RV_DEFINE_(pl_rv_uint, uint64_t, pl_rv_in_u, pl_opu, pl_rv_out_u)
+
+/* Where the vector path applies: dst and every source at the same offset modulo 16, a multiple of
+ * the element size (so the vectors start at the same element h everywhere). Every thread computes
+ * the same answer. Returns h, or -1. */
+PL_RV int64_t pl_rv_head(void *dst, const void *const *srcs, int n, uint64_t count, int dtype) {
+  uint64_t es = pl_dtype_bytes(dtype), m = (uintptr_t)dst & 15;
+  if (!es || n < 1 || m % es) return -1;
+  for (int s = 0; s < n; s++)
+    if (((uintptr_t)srcs[s] & 15) != m) return -1;
+  uint64_t h = ((16 - m) & 15) / es;
+  return (int64_t)(h < count ? h : count);
+}
+
+#define PL_RV_OPS_(NAME, DT, ...)                                                                  \
+  switch (op) {                                                                                    \
+  case PURLIN_SUM: NAME<DT, PURLIN_SUM>(__VA_ARGS__); return 1;                                    \
+  case PURLIN_PROD: NAME<DT, PURLIN_PROD>(__VA_ARGS__); return 1;                                  \
+  case PURLIN_MIN: NAME<DT, PURLIN_MIN>(__VA_ARGS__); return 1;                                    \
+  case PURLIN_MAX: NAME<DT, PURLIN_MAX>(__VA_ARGS__); return 1;                                    \
+  case PURLIN_AVG: NAME<DT, PURLIN_AVG>(__VA_ARGS__); return 1;                                    \
+  default: return 0;                                                                               \
+  }
+
+/* The vector path for thread tid of nt: 1 when it did the whole reduction, 0 when it does not
+ * apply (misaligned, unknown dtype or op: the scalar loops run instead). Not inlined: SNAC calls
+ * the reduce atom from two places, and 60 inlined call sites pushed the kernel into spills. */
+/* (inline: no unused-function warning in translation units that never reduce) */
+static inline __host__ __device__ __noinline__ int pl_rv_reduce(void *dst, const void *const *srcs,
+                                                               int n, uint64_t count, int dtype,
+                                                               int op, int divisor, uint64_t tid,
+                                                               uint64_t nt) {
+  int64_t hs = pl_rv_head(dst, srcs, n, count, dtype);
+  if (hs < 0) return 0;
+  uint64_t h = (uint64_t)hs, nvec = (count - h) * pl_dtype_bytes(dtype) / 16;
+#define PL_RV_ARGS_ dst, srcs, n, count, h, nvec, divisor, tid, nt
+  switch (dtype) {
+  case PURLIN_F32: PL_RV_OPS_(pl_rv_float, PURLIN_F32, PL_RV_ARGS_)
+  case PURLIN_F16: PL_RV_OPS_(pl_rv_float, PURLIN_F16, PL_RV_ARGS_)
+  case PURLIN_BF16: PL_RV_OPS_(pl_rv_float, PURLIN_BF16, PL_RV_ARGS_)
+  case PURLIN_FP8_E4M3: PL_RV_OPS_(pl_rv_float, PURLIN_FP8_E4M3, PL_RV_ARGS_)
+  case PURLIN_FP8_E5M2: PL_RV_OPS_(pl_rv_float, PURLIN_FP8_E5M2, PL_RV_ARGS_)
+  case PURLIN_F64: PL_RV_OPS_(pl_rv_f64, PURLIN_F64, PL_RV_ARGS_)
+  case PURLIN_I8: PL_RV_OPS_(pl_rv_sint, PURLIN_I8, PL_RV_ARGS_)
+  case PURLIN_I32: PL_RV_OPS_(pl_rv_sint, PURLIN_I32, PL_RV_ARGS_)
+  case PURLIN_I64: PL_RV_OPS_(pl_rv_sint, PURLIN_I64, PL_RV_ARGS_)
+  case PURLIN_U8: PL_RV_OPS_(pl_rv_uint, PURLIN_U8, PL_RV_ARGS_)
+  case PURLIN_U32: PL_RV_OPS_(pl_rv_uint, PURLIN_U32, PL_RV_ARGS_)
+  case PURLIN_U64: PL_RV_OPS_(pl_rv_uint, PURLIN_U64, PL_RV_ARGS_)
+  default: return 0;
+  }
+#undef PL_RV_ARGS_
+}
+
 PL_DEV void pl_reduce_700(void *dst, const void *const *srcs, int n, uint64_t count, int dtype,
                           int op, int divisor) {
+  /* 16-byte vectors when the pointers allow (uniform: the same answer in every thread). */
+  if (pl_rv_reduce(dst, srcs, n, count, dtype, op, divisor, threadIdx.x, blockDim.x)) return;
   switch (dtype) {
   case PURLIN_F32: PL_DR_FLOAT_(float, pl_load_f32_, pl_store_f32_) break;
   case PURLIN_F16: PL_DR_FLOAT_(uint16_t, pl_f16_to_f32, pl_f32_to_f16) break;
