@@ -56,8 +56,10 @@ void pl_comm_abort_all(struct purlin_comm *comm, purlin_status_t st, int culprit
     __atomic_compare_exchange_n(&c->abort_info, &zero, info, 0, __ATOMIC_SEQ_CST,
                                 __ATOMIC_SEQ_CST);
     __atomic_store_n(&c->abort, 1, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&c->bell, 1u, __ATOMIC_SEQ_CST);
-    syscall(SYS_futex, &c->bell, 1 /* FUTEX_WAKE */, 0x7fffffff, NULL, NULL, 0);
+    for (int l = 0; l < (int)comm->tune.lanes; l++) { /* every lane's doorbell */
+      __atomic_fetch_add(&c->door[l].bell, 1u, __ATOMIC_SEQ_CST);
+      syscall(SYS_futex, &c->door[l].bell, 1 /* FUTEX_WAKE */, 0x7fffffff, NULL, NULL, 0);
+    }
   }
 }
 

@@ -18,6 +18,7 @@
   X(CHUNK_BYTES, SIZE, "0", "throughput chunk per block and round; 0: from the tuning table")      \
   X(LATENCY_MAX_BYTES, SIZE, "0", "largest per-peer block sent as packets; 0: tuning table")       \
   X(ONESHOT_MAX_BYTES, SIZE, "0", "largest AllReduce done one-shot (full push); 0: tuning table") \
+  X(LANES, INT, "0", "lanes per role; 0: tuning table")                                          \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
   X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \
   X(DISABLE_MULTIMEM, INT, "1", "never use NVLink multicast (must stay 1 on shared machines)")    \

@@ -12,6 +12,8 @@
 #endif
 
 #define PL_MAX_WORLD 72
+/* Lanes: independent SNAC pipelines per role (main, stager) of one call; see docs/snac.md. */
+#define PL_MAX_LANES 32
 /* Flag values of call e are e * PL_EPOCH_STRIDE + (step + 1), step < PL_EPOCH_STRIDE - 1. */
 #define PL_EPOCH_STRIDE ((uint64_t)1 << 24)
 

@@ -26,6 +26,7 @@ typedef struct {
   uint64_t slot_bytes; /* bytes of one round in the staging half */
   uint64_t nblocks;    /* blocks per slot (1 for AG/AGV, world otherwise) */
   uint64_t seam_off;   /* AllReduce: offset of the reduced chunk (the seam) in a slot */
+  int lanes;           /* L: main groups and stager groups of the call (pl_tune_t.lanes) */
 } pl_plan_t;
 
 /* Tunables that must agree across ranks; read once per communicator from the tuning table and the
@@ -34,6 +35,7 @@ typedef struct {
   uint64_t lat_max;     /* largest packet block, before the window's capacity limit */
   uint64_t oneshot_max; /* largest one-shot AllReduce */
   uint64_t chunk_max;   /* largest K */
+  uint64_t lanes;       /* L in 1..PL_MAX_LANES: pipelines per role (threads / CTAs) */
 } pl_tune_t;
 
 /* Data bytes a window holds after the header. */
@@ -59,8 +61,21 @@ PL_HD void pl_plan_make(const pl_call_t *c, const pl_ws_geom_t *g, const pl_tune
   p->slot_bytes = per_slot * k;
   p->nslots = g->stg_half / p->slot_bytes;
   p->seam_off = p->nblocks * k;
+  p->lanes = t->lanes < 1 ? 1 : t->lanes > PL_MAX_LANES ? PL_MAX_LANES : (int)t->lanes;
 }
 
 PL_HD uint64_t pl_rounds(uint64_t bytes, uint64_t chunk) { return (bytes + chunk - 1) / chunk; }
+
+/* Lane l of L owns bytes [pl_lane_lo, pl_lane_hi) of every K-byte chunk (of every block, every
+ * round): 16-byte aligned, hence element aligned; a range may be empty (its lane still runs the
+ * protocol). Clipped to n, the bytes of a short last chunk. */
+PL_HD uint64_t pl_lane_lo(uint64_t K, int l, int L, uint64_t n) {
+  uint64_t lo = (K * (uint64_t)l / (uint64_t)L) & ~(uint64_t)15;
+  return lo < n ? lo : n;
+}
+PL_HD uint64_t pl_lane_hi(uint64_t K, int l, int L, uint64_t n) {
+  uint64_t hi = l == L - 1 ? K : (K * (uint64_t)(l + 1) / (uint64_t)L) & ~(uint64_t)15;
+  return hi < n ? hi : n;
+}
 
 #endif

@@ -405,7 +405,9 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
     for (int r = 0; r < comm->world; r++)
       comm->ws[r] = (char *)(uintptr_t)(dp->ws.va + (CUdeviceptr)r * dp->ws.size);
-    size_t hdr_bytes = (size_t)comm->world * pl_hdr_words(comm->world) * 8;
+    /* one header array per main lane (each CTA reads every header into its own) */
+    size_t hdr_bytes = (size_t)comm->world * pl_hdr_words(comm->world) * 8 *
+                       (size_t)comm->tune.lanes; /* 1..PL_MAX_LANES (pl_tune_get) */
     size_t tab_bytes = (size_t)PL_CUDA_MAX_SYMS * (1 + (size_t)comm->world) * 8;
     purlin_status_t local = PURLIN_OK;
 #define PL_TRY_(call)                                                                              \
@@ -645,7 +647,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
                         "%s: a block needs more than 2^24 rounds of %llu bytes: raise "
                         "PURLIN_STAGING_BYTES", pl_coll_name(call->coll),
                         (unsigned long long)x->plan.chunk);
-  int grid = pl_snac_stage_rounds(x) > 0 ? 2 : 1;
+  /* main lanes, then stager lanes when anything is staged */
+  int grid = x->plan.lanes * (pl_snac_stage_rounds(x) > 0 ? 2 : 1);
   x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
   args.hdr = dp->hdr;

@@ -12,7 +12,7 @@
 #define PL_CUDA_THREADS 512
 /* Capacity of the device table of purlin_mem_alloc buffers. */
 #define PL_CUDA_MAX_SYMS 1024
-/* A CTA stopped because the other CTA of its call failed (not an error of its own). */
+/* A CTA stopped because another CTA of its call failed (not an error of its own). */
 #define PL_CUDA_STOP_SIBLING 1
 
 /* Per communicator, in device memory. The epoch lives here, not in kernel arguments, so that a
@@ -47,8 +47,9 @@ typedef struct {
   pl_snac_t x;
   uint64_t v[4][PL_MAX_WORLD]; /* scounts, sdispls, rcounts, rdispls (V collectives) */
   pl_cuda_state_t *state;
-  uint64_t *hdr;               /* world * pl_hdr_words(world): headers received */
-  char *scratch;               /* world * PL_SNAC_SEG bytes */
+  uint64_t *hdr;               /* lanes * world * pl_hdr_words(world): headers received, per lane */
+  char *scratch;               /* world * PL_SNAC_SEG bytes: main lane 0's (packet reductions are
+                                  lane 0's alone, so one CTA uses it) */
   const uint64_t *symtab;      /* PL_CUDA_MAX_SYMS entries of (1 + world) words: bytes, bases */
   pl_cuda_err_t *err;          /* device pointer of the pinned error record */
   uint64_t timeout_ns;

@@ -1,13 +1,15 @@
 /* kernel_body.cuh -- the one kernel of a call, for the atom included before it (see kernel_700.cu).
- * CTA 0 runs SNAC's main group (notify, agree, consume); CTA 1, when the call stages anything, runs
- * the stager, concurrently. The call's epoch comes from device memory and the last CTA to finish
- * advances it, so kernel arguments are the same on every replay of a captured graph (the idea of
- * reference/purlin.md section 2, with one counter per rank instead of one per CTA slot). */
+ * With L = plan.lanes, CTAs 0..L-1 run SNAC's main group of lanes 0..L-1 (notify, agree, consume);
+ * CTAs L..2L-1, launched when the call stages anything, run the stager of lanes 0..L-1, all
+ * concurrently (all 2L CTAs must be resident at once: they wait on each other through peers).
+ * The call's epoch comes from device memory and the last CTA to finish advances it, so kernel
+ * arguments are the same on every replay of a captured graph (the idea of reference/purlin.md
+ * section 2, with one counter per rank instead of one per CTA slot). */
 #ifndef PL_CUDA_KERNEL_NAME
 #error "define PL_CUDA_KERNEL_NAME and PL_CUDA_LAUNCH_NAME, include the atom and snac/snac.h first"
 #endif
 
-/* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTA,
+/* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTAs,
  * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). */
 static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
   pl_snac_t *x = &sh->x;
@@ -16,6 +18,7 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
   pl_ctrl_t *me = pl_snac_ctrl(x, r);
   if (st == PL_CUDA_STOP_SIBLING) return;
   if (st == PURLIN_ERR_MISMATCH) {
+    if (x->lane) return; /* every main lane reaches the same verdict: lane 0 records it */
     const char *p = x->mismatch.param;
     int i = 0;
     for (; p && p[i] && i < (int)sizeof e->mis_param - 1; i++) e->mis_param[i] = p[i];
@@ -68,8 +71,10 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     (&sh.v[0][0])[i] = (&args.v[0][0])[i];
   __syncthreads();
   if (threadIdx.x == 0) {
+    int lanes = sh.x.plan.lanes;
     sh.x.epoch = *(volatile uint64_t *)&args.state->epoch;
-    sh.x.hdr = args.hdr;
+    sh.x.lane = (int)blockIdx.x < lanes ? (int)blockIdx.x : (int)blockIdx.x - lanes;
+    sh.x.hdr = args.hdr + (uint64_t)sh.x.lane * sh.x.c.world * pl_hdr_words(sh.x.c.world);
     sh.x.c.scounts = sh.v[0];
     sh.x.c.sdispls = sh.v[1];
     sh.x.c.rcounts = sh.v[2];
@@ -90,9 +95,9 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   a.symtab = args.symtab;
   a.world = sh.x.c.world;
   a.sh = &sh;
-  int st = aborted            ? PURLIN_ERR_REMOTE
-           : blockIdx.x == 0 ? pl_snac_main(&a, &sh.x, sh.myhdr)
-                             : pl_snac_stage(&a, &sh.x);
+  int st = aborted                              ? PURLIN_ERR_REMOTE
+           : (int)blockIdx.x < sh.x.plan.lanes ? pl_snac_main(&a, &sh.x, sh.myhdr)
+                                               : pl_snac_stage(&a, &sh.x);
   __syncthreads();
   if (threadIdx.x == 0) {
     if (st) pl_dev_report(&args, &sh, st);

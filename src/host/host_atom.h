@@ -19,6 +19,8 @@ typedef struct {
   const void *x;          /* the pl_snac_t of the call */
   uint64_t epoch;
   char *scratch;          /* world * PL_SNAC_SEG bytes */
+  int lane;               /* doorbell this group sleeps on */
+  int ring_all;           /* main lane 0: ring every lane's doorbell (all lanes await its header) */
   int err_peer;           /* set by a failed wait */
   const char *err_what;
 } pl_atom_t;

@@ -1,6 +1,6 @@
 /* host_exec.c -- the host datapath: memfd symmetric memory, the host atom's slow paths, and the
- * executor that runs SNAC's worker groups as threads (the caller runs the main group, a persistent
- * worker thread runs the stager). */
+ * executor that runs SNAC's worker groups as threads: L lanes per role (pl_tune_t.lanes); the
+ * caller runs main lane 0, persistent threads run main lanes 1..L-1 and the L stager lanes. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -21,22 +21,31 @@
 #include "param.h"
 #include "snac/snac.h"
 
+/* One worker group: main lane or stager lane. Each has its own copy of the call (its lane, its
+ * headers, its mismatch record) and its own atom. */
+typedef struct {
+  struct purlin_comm *comm;
+  int lane, stager;
+  pl_snac_t x;
+  pl_atom_t atom;
+  uint64_t *hdr;   /* main: world * hdr words, headers received */
+  uint64_t *myhdr; /* main: my header */
+  char *scratch;   /* main: world * PL_SNAC_SEG */
+  pthread_t thread;
+  int started, status;
+} pl_host_group_t;
+
 typedef struct pl_host_exec {
   int ws_fd;
-  uint64_t *hdr;   /* world * hdr words: headers received */
-  uint64_t *myhdr; /* my header */
-  char *scratch;
-  pl_snac_t x;
-  pl_atom_t main_atom, stage_atom;
-  int spin_iters;
-  /* the stager thread */
-  pthread_t thread;
-  int thread_started;
+  int spin_iters, lanes;
+  pl_host_group_t main[PL_MAX_LANES], stage[PL_MAX_LANES];
+  /* worker threads: main lanes 1..L-1 (every call), stager lanes 0..L-1 (calls that stage) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  uint64_t job_seq, done_seq;
-  int job_status, quit;
-  volatile int call_status; /* first error of the running call, seen by the other group */
+  uint64_t main_seq, stage_seq; /* jobs posted */
+  int main_done, stage_done;    /* workers finished with the current job */
+  int quit;
+  volatile int call_status; /* first error of the running call, seen by the other groups */
   pl_atom_t *volatile first_failed; /* the group that failed first: its record names the cause */
 } pl_host_exec_t;
 
@@ -52,11 +61,20 @@ static long pl_futex(uint32_t *addr, int op, uint32_t val, const struct timespec
   return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
 }
 
+static void pl_door_ring(pl_door_t *d) {
+  __atomic_fetch_add(&d->bell, 1u, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&d->waiters, __ATOMIC_SEQ_CST)) pl_futex(&d->bell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/* Lane l's flags are awaited by lane l alone, so a publish wakes only that lane's sleepers; main
+ * lane 0 wakes all (every lane awaits its header packets). */
 void pl_host_ring(pl_atom_t *a, int peer) {
   pl_ctrl_t *c = pl_ctrl(a->comm, peer);
-  __atomic_fetch_add(&c->bell, 1u, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST))
-    pl_futex(&c->bell, FUTEX_WAKE, INT_MAX, NULL);
+  if (!a->ring_all) {
+    pl_door_ring(&c->door[a->lane]);
+    return;
+  }
+  for (int l = 0; l < a->comm->host->lanes; l++) pl_door_ring(&c->door[l]);
 }
 
 void *pl_host_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t off, uint64_t bytes) {
@@ -83,7 +101,7 @@ static int pl_dead_peer(struct purlin_comm *comm) {
   return -1;
 }
 
-/* Why the running call must stop, or 0: an abort from anywhere, or the other group's error. */
+/* Why the running call must stop, or 0: an abort from anywhere, or another group's error. */
 static int pl_stop_reason(pl_atom_t *a) {
   pl_ctrl_t *me = pl_ctrl(a->comm, a->comm->rank);
   if (__atomic_load_n(&me->abort, __ATOMIC_ACQUIRE)) return PURLIN_ERR_REMOTE;
@@ -98,6 +116,7 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
                        const char *what) {
   struct purlin_comm *comm = a->comm;
   pl_ctrl_t *me = pl_ctrl(comm, comm->rank);
+  pl_door_t *door = &me->door[a->lane];
   int spins = comm->host->spin_iters, st;
   for (int i = 0; i < spins; i++) {
     if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
@@ -106,15 +125,15 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
   uint64_t next_check = 0, deadline = pl_now_ns() + (uint64_t)comm->timeout_ms * 1000000ull;
   for (;;) {
     if ((st = pl_stop_reason(a))) return st;
-    __atomic_fetch_add(&me->waiters, 1u, __ATOMIC_SEQ_CST);
-    uint32_t bell = __atomic_load_n(&me->bell, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&door->waiters, 1u, __ATOMIC_SEQ_CST);
+    uint32_t bell = __atomic_load_n(&door->bell, __ATOMIC_SEQ_CST);
     if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
-      __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
+      __atomic_fetch_sub(&door->waiters, 1u, __ATOMIC_SEQ_CST);
       return 0;
     }
     struct timespec ts = {0, 20 * 1000 * 1000};
-    pl_futex(&me->bell, FUTEX_WAIT, bell, &ts);
-    __atomic_fetch_sub(&me->waiters, 1u, __ATOMIC_SEQ_CST);
+    pl_futex(&door->bell, FUTEX_WAIT, bell, &ts);
+    __atomic_fetch_sub(&door->waiters, 1u, __ATOMIC_SEQ_CST);
     if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
     /* An abort names its culprit: look at it before blaming an ended process, which may be a
      * survivor that already handled this very error and exited. */
@@ -210,25 +229,31 @@ purlin_status_t pl_host_mem_free(struct purlin_comm *comm, void *ptr) {
                       "purlin_mem_free: ptr %p was not returned by purlin_mem_alloc", ptr);
 }
 
-/* ---- the stager thread ----------------------------------------------------------------------- */
+/* ---- the worker threads ---------------------------------------------------------------------- */
 
 static void pl_call_error(struct purlin_comm *comm, int st, pl_atom_t *a);
 
-static void *pl_stager_main(void *arg) {
-  struct purlin_comm *comm = arg;
-  pl_host_exec_t *h = comm->host;
+static int pl_group_run(pl_host_group_t *g) {
+  int st = g->stager ? pl_snac_stage(&g->atom, &g->x) : pl_snac_main(&g->atom, &g->x, g->myhdr);
+  if (st) pl_call_error(g->comm, st, &g->atom);
+  return st;
+}
+
+static void *pl_worker_main(void *arg) {
+  pl_host_group_t *g = arg;
+  pl_host_exec_t *h = g->comm->host;
+  uint64_t *seq = g->stager ? &h->stage_seq : &h->main_seq;
+  int *done = g->stager ? &h->stage_done : &h->main_done;
   uint64_t seen = 0;
   pthread_mutex_lock(&h->mu);
   for (;;) {
-    while (h->job_seq == seen && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+    while (*seq == seen && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
     if (h->quit) break;
-    seen = h->job_seq;
+    seen = *seq;
     pthread_mutex_unlock(&h->mu);
-    int st = pl_snac_stage(&h->stage_atom, &h->x);
-    if (st) pl_call_error(comm, st, &h->stage_atom);
+    g->status = pl_group_run(g);
     pthread_mutex_lock(&h->mu);
-    h->job_status = st;
-    h->done_seq = seen;
+    ++*done;
     pthread_cond_broadcast(&h->cv);
   }
   pthread_mutex_unlock(&h->mu);
@@ -260,39 +285,52 @@ purlin_status_t pl_host_init(struct purlin_comm *comm, size_t staging_bytes) {
   pthread_mutex_init(&h->mu, NULL);
   pthread_cond_init(&h->cv, NULL);
   h->spin_iters = (int)pl_param_int(PL_PARAM_SPIN_ITERS);
+  h->lanes = comm->tune.lanes < 1 ? 1 : comm->tune.lanes > PL_MAX_LANES ? PL_MAX_LANES
+                                                                        : (int)comm->tune.lanes;
   pl_geom(comm, staging_bytes);
   size_t hw = pl_hdr_words(comm->world);
-  h->hdr = calloc((size_t)comm->world * hw, 8);
-  h->myhdr = calloc(hw, 8);
-  h->scratch = malloc((size_t)comm->world * PL_SNAC_SEG);
-  if (!h->hdr || !h->myhdr || !h->scratch)
-    return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "host datapath buffers");
+  for (int l = 0; l < h->lanes; l++) {
+    pl_host_group_t *m = &h->main[l], *s = &h->stage[l];
+    m->comm = s->comm = comm;
+    m->lane = s->lane = l;
+    s->stager = 1;
+    m->hdr = calloc((size_t)comm->world * hw, 8);
+    m->myhdr = calloc(hw, 8);
+    m->scratch = malloc((size_t)comm->world * PL_SNAC_SEG);
+    if (!m->hdr || !m->myhdr || !m->scratch)
+      return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "host datapath buffers");
+  }
   if ((st = pl_memfd(comm, "purlin-ws", comm->geom.total, &h->ws_fd))) return st;
   if ((st = pl_map_all(comm, h->ws_fd, comm->geom.total, comm->ws))) return st;
   close(h->ws_fd);
   h->ws_fd = -1;
-  if (pthread_create(&h->thread, NULL, pl_stager_main, comm) != 0)
-    return pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "starting the stager thread");
-  h->thread_started = 1;
+  for (int l = 0; l < 2 * h->lanes; l++) {
+    pl_host_group_t *g = l < h->lanes ? &h->stage[l] : &h->main[l - h->lanes];
+    if (g == &h->main[0]) continue; /* the caller's */
+    if (pthread_create(&g->thread, NULL, pl_worker_main, g) != 0)
+      return pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "starting the worker threads");
+    g->started = 1;
+  }
   return PURLIN_OK;
 }
 
 void pl_host_fini(struct purlin_comm *comm) {
   pl_host_exec_t *h = comm->host;
   if (!h) return;
-  if (h->thread_started) {
-    pthread_mutex_lock(&h->mu);
-    h->quit = 1;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->thread, NULL);
+  pthread_mutex_lock(&h->mu);
+  h->quit = 1;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  for (int l = 0; l < PL_MAX_LANES; l++) {
+    if (h->main[l].started) pthread_join(h->main[l].thread, NULL);
+    if (h->stage[l].started) pthread_join(h->stage[l].thread, NULL);
+    free(h->main[l].hdr);
+    free(h->main[l].myhdr);
+    free(h->main[l].scratch);
   }
   for (int r = 0; r < comm->world; r++)
     if (comm->ws[r]) munmap(comm->ws[r], comm->geom.total);
   if (h->ws_fd >= 0) close(h->ws_fd);
-  free(h->hdr);
-  free(h->myhdr);
-  free(h->scratch);
   pthread_mutex_destroy(&h->mu);
   pthread_cond_destroy(&h->cv);
   free(h);
@@ -301,27 +339,32 @@ void pl_host_fini(struct purlin_comm *comm) {
 
 /* ---- one call -------------------------------------------------------------------------------- */
 
-static void pl_atom_setup(struct purlin_comm *comm, pl_atom_t *a) {
-  pl_host_exec_t *h = comm->host;
-  memset(a, 0, sizeof(*a));
-  a->comm = comm;
-  a->x = &h->x;
-  a->epoch = h->x.epoch;
-  a->scratch = h->scratch;
-  a->err_peer = -1;
+/* The group's copy of the call (its lane, its headers) and its atom. */
+static void pl_group_setup(pl_host_group_t *g, const pl_snac_t *proto) {
+  g->x = *proto;
+  g->x.lane = g->lane;
+  g->x.hdr = g->hdr;
+  g->status = 0;
+  memset(&g->atom, 0, sizeof(g->atom));
+  g->atom.comm = g->comm;
+  g->atom.x = &g->x;
+  g->atom.epoch = proto->epoch;
+  g->atom.scratch = g->scratch;
+  g->atom.lane = g->lane;
+  g->atom.ring_all = !g->stager && g->lane == 0;
+  g->atom.err_peer = -1;
 }
 
-/* The other group must stop too: note the error and wake everyone of this rank. */
+/* The other groups must stop too: note the error and wake everyone of this rank. */
 static void pl_call_error(struct purlin_comm *comm, int st, pl_atom_t *a) {
   pl_host_exec_t *h = comm->host;
   if (__sync_bool_compare_and_swap(&h->call_status, 0, st)) h->first_failed = a;
-  __atomic_store_n(&pl_ctrl(comm, comm->rank)->err_epoch, h->x.epoch + 1, __ATOMIC_RELEASE);
-  pl_host_ring(&h->main_atom, comm->rank);
+  __atomic_store_n(&pl_ctrl(comm, comm->rank)->err_epoch, a->epoch + 1, __ATOMIC_RELEASE);
+  for (int l = 0; l < h->lanes; l++) pl_door_ring(&pl_ctrl(comm, comm->rank)->door[l]);
 }
 
 static purlin_status_t pl_report(struct purlin_comm *comm, int st, const pl_atom_t *a) {
-  pl_host_exec_t *h = comm->host;
-  const pl_snac_t *x = &h->x;
+  const pl_snac_t *x = (const pl_snac_t *)a->x;
   const char *coll = pl_coll_name(x->c.coll);
   unsigned long long callno = (unsigned long long)x->epoch;
   if (st == PURLIN_ERR_MISMATCH) {
@@ -363,7 +406,7 @@ static purlin_status_t pl_report(struct purlin_comm *comm, int st, const pl_atom
 purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, const void *send,
                             void *recv, int in_place) {
   pl_host_exec_t *h = comm->host;
-  pl_snac_t *x = &h->x;
+  pl_snac_t proto, *x = &proto;
   memset(x, 0, sizeof(*x));
   x->c = *call;
   x->geom = comm->geom;
@@ -371,7 +414,6 @@ purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, con
   x->send = (const char *)send;
   x->recv = (char *)recv;
   x->in_place = in_place;
-  x->hdr = h->hdr;
   memcpy(x->ws, comm->ws, sizeof(x->ws));
   pl_plan_make(&x->c, &x->geom, &comm->tune, &x->plan);
   /* Zero copy: a buffer inside purlin_mem_alloc memory may be read by peers directly. AllToAll in
@@ -398,28 +440,40 @@ purlin_status_t pl_host_run(struct purlin_comm *comm, const pl_call_t *call, con
                         (unsigned long long)x->plan.chunk);
   h->call_status = 0;
   h->first_failed = NULL;
-  pl_atom_setup(comm, &h->main_atom);
-  pl_atom_setup(comm, &h->stage_atom);
+  int L = h->lanes, stager = pl_snac_stage_rounds(x) > 0;
+  x->plan.lanes = L; /* equal to the plan's (same clamp of the same tune.lanes); the groups built */
+  for (int l = 0; l < L; l++) {
+    pl_group_setup(&h->main[l], x);
+    if (stager) pl_group_setup(&h->stage[l], x);
+  }
+  pl_atom_t *a0 = &h->main[0].atom;
   /* A peer may have aborted while this rank was between calls: waits that are satisfied at once
    * never look at the abort word, so look before starting. */
   if (__atomic_load_n(&pl_ctrl(comm, comm->rank)->abort, __ATOMIC_ACQUIRE))
-    return pl_report(comm, PURLIN_ERR_REMOTE, &h->main_atom);
-  int stager = pl_snac_stage_rounds(x) > 0;
-  if (stager) {
+    return pl_report(comm, PURLIN_ERR_REMOTE, a0);
+  if (stager || L > 1) {
     pthread_mutex_lock(&h->mu);
-    h->job_seq++;
+    if (L > 1) {
+      h->main_done = 0;
+      h->main_seq++;
+    }
+    if (stager) {
+      h->stage_done = 0;
+      h->stage_seq++;
+    }
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
   }
-  int st = pl_snac_main(&h->main_atom, x, h->myhdr), st1 = 0;
-  if (st) pl_call_error(comm, st, &h->main_atom);
-  if (stager) {
+  int st = pl_group_run(&h->main[0]);
+  if (stager || L > 1) {
     pthread_mutex_lock(&h->mu);
-    while (h->done_seq != h->job_seq) pthread_cond_wait(&h->cv, &h->mu);
-    st1 = h->job_status;
+    while (h->main_done < L - 1 || (stager && h->stage_done < L))
+      pthread_cond_wait(&h->cv, &h->mu);
     pthread_mutex_unlock(&h->mu);
+    for (int l = 0; l < L; l++)
+      if (h->main[l].status || (stager && h->stage[l].status)) st = st ? st : PURLIN_ERR_INTERNAL;
   }
   comm->epoch++;
-  if (!st && !st1) return PURLIN_OK;
-  return pl_report(comm, h->call_status, h->first_failed ? h->first_failed : &h->main_atom);
+  if (!st) return PURLIN_OK;
+  return pl_report(comm, h->call_status, h->first_failed ? h->first_failed : a0);
 }

@@ -31,7 +31,7 @@ PL_HD void pl_snac_publish_all(pl_atom_t *a, const pl_snac_t *x, uint64_t off, u
   for (int i = 0; i < w; i++) {
     int p = (r + i) % w;
     if (p == r && !self_too) continue;
-    pl_atom_publish(a, (uint64_t *)((char *)&pl_snac_ctrl(x, p)->peer[r] + off), v, p);
+    pl_atom_publish(a, (uint64_t *)((char *)pl_snac_fl(x, p, r) + off), v, p);
     pl_atom_ring(a, p);
   }
 }
@@ -89,6 +89,7 @@ PL_HD uint64_t pl_snac_max_rounds(const pl_snac_t *x) {
   return m;
 }
 
+/* The stager of lane x->lane: this lane's part of every chunk, flow control on its flags. */
 PL_HD int pl_snac_stage(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, bcast = pl_gather_is_bcast(c->coll);
@@ -98,7 +99,7 @@ PL_HD int pl_snac_stage(pl_atom_t *a, pl_snac_t *x) {
       uint64_t old = k - x->plan.nslots;
       for (int d = 0; d < w; d++) {
         if (pl_rounds(pl_snac_staged_out(x, d), K) <= old) continue;
-        int st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[d].cons_red, pl_snac_val(x, old), d,
+        int st = pl_atom_await(a, &pl_snac_fl(x, r, d)->cons_red, pl_snac_val(x, old), d,
                                "consumption of staged data");
         if (st) return st;
       }
@@ -107,8 +108,10 @@ PL_HD int pl_snac_stage(pl_atom_t *a, pl_snac_t *x) {
     for (int d = 0; d < w; d++) {
       uint64_t b = pl_snac_staged_out(x, d);
       if (k * K >= b) continue;
-      uint64_t n = b - k * K < K ? b - k * K : K;
-      pl_atom_copy(a, slot + (bcast ? 0 : (uint64_t)d * K), pl_snac_out_src(x, d) + k * K, n);
+      uint64_t n = b - k * K < K ? b - k * K : K, lo, hi;
+      pl_snac_lane(x, n, &lo, &hi);
+      pl_atom_copy(a, slot + (bcast ? 0 : (uint64_t)d * K) + lo,
+                   pl_snac_out_src(x, d) + k * K + lo, hi - lo);
       if (bcast) break;
     }
     pl_snac_publish_all(a, x, PL_FLAG_OFF(stage), pl_snac_val(x, k), 1);
@@ -171,7 +174,7 @@ PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64
 }
 
 PL_HD int pl_snac_await_stage(pl_atom_t *a, pl_snac_t *x, int s, uint64_t k) {
-  return pl_atom_await(a, &pl_snac_ctrl(x, x->c.rank)->peer[s].stage, pl_snac_val(x, k), s,
+  return pl_atom_await(a, &pl_snac_fl(x, x->c.rank, s)->stage, pl_snac_val(x, k), s,
                        "staged data");
 }
 
@@ -198,6 +201,7 @@ PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
     uint64_t b = pl_gather_bytes_recv(c, s);
     if (!b) continue;
     if (pl_snac_gather_lat(x, b)) {
+      if (x->lane) continue; /* packets are lane 0's */
       st = pl_atom_pkt_get(a, x->recv + pl_gather_recv_off(c, s), pl_snac_win_data(x, r, s), b,
                            pl_snac_val(x, 0), s, "packets");
       if (st) return st;
@@ -214,18 +218,19 @@ PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
       if (x->in_place && k < pl_rounds(pl_snac_staged_out(x, s), K) &&
           (st = pl_snac_await_stage(a, x, r, k)))
         return st;
-      uint64_t n = b - k * K < K ? b - k * K : K;
+      uint64_t n = b - k * K < K ? b - k * K : K, lo, hi;
+      pl_snac_lane(x, n, &lo, &hi);
       const char *src;
       if (zc) {
-        src = pl_snac_zc_src(a, x, s, pl_snac_zc_gather_off(x, s) + k * K, n);
+        src = pl_snac_zc_src(a, x, s, pl_snac_zc_gather_off(x, s) + k * K + lo, hi - lo);
         if (!src) return PURLIN_ERR_INTERNAL;
       } else {
         if ((st = pl_snac_await_stage(a, x, s, k))) return st;
-        src = pl_snac_slot(x, s, k) + (bcast ? 0 : (uint64_t)r * K);
+        src = pl_snac_slot(x, s, k) + (bcast ? 0 : (uint64_t)r * K) + lo;
       }
-      pl_atom_copy(a, x->recv + pl_gather_recv_off(c, s) + k * K, src, n);
+      pl_atom_copy(a, x->recv + pl_gather_recv_off(c, s) + k * K + lo, src, hi - lo);
       if (!zc) {
-        pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].cons_red, pl_snac_val(x, k), s);
+        pl_atom_publish(a, &pl_snac_fl(x, s, r)->cons_red, pl_snac_val(x, k), s);
         pl_atom_ring(a, s);
       }
     }
@@ -233,39 +238,41 @@ PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
   return 0;
 }
 
-/* Where round k of source s's contribution to shard d is (s != me). */
-PL_HD const char *pl_snac_reduce_src(pl_atom_t *a, pl_snac_t *x, int s, int d, uint64_t k) {
+/* Where bytes [lo, hi) of round k of source s's contribution to shard d are (s != me). */
+PL_HD const char *pl_snac_reduce_src(pl_atom_t *a, pl_snac_t *x, int s, int d, uint64_t k,
+                                     uint64_t lo, uint64_t hi) {
   const pl_call_t *c = &x->c;
   uint64_t K = x->plan.chunk;
   if (pl_snac_zc(x, s, PL_HDR_ZC_SEND)) {
     uint64_t off = c->coll == PL_COLL_REDUCE_SCATTER_V
                        ? pl_snac_hdr(x, s)[PL_HDR_FIXED + c->world + d] * c->esize
                        : pl_shard_in_off(c, d);
-    return pl_snac_zc_src(a, x, s, off + k * K, pl_shard_bytes(c, d) - k * K);
+    return pl_snac_zc_src(a, x, s, off + k * K + lo, hi - lo);
   }
-  return pl_snac_slot(x, s, k) + (uint64_t)d * K;
+  return pl_snac_slot(x, s, k) + (uint64_t)d * K + lo;
 }
 
-/* Reduce round k of my shard from every rank's contribution, in rank order, into dst. */
-PL_HD int pl_snac_reduce_round(pl_atom_t *a, pl_snac_t *x, uint64_t k, char *dst) {
+/* Reduce bytes [lo, hi) of round k of my shard (this lane's part) from every rank's
+ * contribution, in rank order, into dst (the round's output; the part lands at dst + lo). */
+PL_HD int pl_snac_reduce_round(pl_atom_t *a, pl_snac_t *x, uint64_t k, char *dst, uint64_t lo,
+                               uint64_t hi) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, st;
-  uint64_t K = x->plan.chunk, b = pl_shard_bytes(c, r);
-  uint64_t n = b - k * K < K ? b - k * K : K;
+  uint64_t K = x->plan.chunk;
   const void *srcs[PL_MAX_WORLD] = {0};
   for (int s = 0; s < w; s++) {
     if (s == r) {
-      srcs[s] = x->send + pl_shard_in_off(c, r) + k * K;
+      srcs[s] = x->send + pl_shard_in_off(c, r) + k * K + lo;
       continue;
     }
     if (!pl_snac_zc(x, s, PL_HDR_ZC_SEND) && (st = pl_snac_await_stage(a, x, s, k))) return st;
-    srcs[s] = pl_snac_reduce_src(a, x, s, r, k);
+    srcs[s] = pl_snac_reduce_src(a, x, s, r, k, lo, hi);
     if (!srcs[s]) return PURLIN_ERR_INTERNAL;
   }
-  pl_atom_reduce(a, dst, srcs, w, n / c->esize, c->dtype, c->op, w);
+  pl_atom_reduce(a, dst + lo, srcs, w, (hi - lo) / c->esize, c->dtype, c->op, w);
   for (int s = 0; s < w; s++) {
     if (s == r || pl_snac_zc(x, s, PL_HDR_ZC_SEND)) continue;
-    pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].cons_red, pl_snac_val(x, k), s);
+    pl_atom_publish(a, &pl_snac_fl(x, s, r)->cons_red, pl_snac_val(x, k), s);
     pl_atom_ring(a, s);
   }
   return 0;
@@ -280,21 +287,22 @@ PL_HD int pl_snac_seam_gather(pl_atom_t *a, pl_snac_t *x, uint64_t k) {
     int d = (r + i) % w;
     uint64_t b = pl_shard_bytes(c, d);
     if (k * K >= b) continue;
-    uint64_t n = b - k * K < K ? b - k * K : K;
-    st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[d].seam, pl_snac_val(x, k), d, "reduced seam");
+    uint64_t n = b - k * K < K ? b - k * K : K, lo, hi;
+    pl_snac_lane(x, n, &lo, &hi);
+    st = pl_atom_await(a, &pl_snac_fl(x, r, d)->seam, pl_snac_val(x, k), d, "reduced seam");
     if (st) return st;
-    uint64_t out = pl_shard_out_off(c, d) + k * K;
+    uint64_t out = pl_shard_out_off(c, d) + k * K + lo;
     const char *src;
     if (pl_snac_zc(x, d, PL_HDR_ZC_RECV)) {
       const uint64_t *h = pl_snac_hdr(x, d);
-      src = (const char *)pl_atom_sym(a, d, h[4], h[5] + out, n);
+      src = (const char *)pl_atom_sym(a, d, h[4], h[5] + out, hi - lo);
       if (!src) return PURLIN_ERR_INTERNAL;
     } else {
-      src = pl_snac_slot(x, d, k) + x->plan.seam_off;
+      src = pl_snac_slot(x, d, k) + x->plan.seam_off + lo;
     }
-    pl_atom_copy(a, x->recv + out, src, n);
+    pl_atom_copy(a, x->recv + out, src, hi - lo);
     if (!pl_snac_zc(x, d, PL_HDR_ZC_RECV)) {
-      pl_atom_publish(a, &pl_snac_ctrl(x, d)->peer[r].cons_gat, pl_snac_val(x, k), d);
+      pl_atom_publish(a, &pl_snac_fl(x, d, r)->cons_gat, pl_snac_val(x, k), d);
       pl_atom_ring(a, d);
     }
   }
@@ -307,6 +315,7 @@ PL_HD int pl_snac_reduce(pl_atom_t *a, pl_snac_t *x) {
   int w = c->world, r = c->rank, ar = c->coll == PL_COLL_ALL_REDUCE, st;
   uint64_t K = x->plan.chunk, R = 0;
   if (pl_snac_reduce_lat(x, r)) {
+    if (x->lane) return 0; /* packets are lane 0's */
     uint64_t b = ar ? c->count * c->esize : pl_shard_bytes(c, r);
     return pl_snac_pkt_reduce(a, x, ar ? 0 : pl_shard_in_off(c, r), 0, x->recv, b);
   }
@@ -319,18 +328,19 @@ PL_HD int pl_snac_reduce(pl_atom_t *a, pl_snac_t *x) {
   for (uint64_t k = 0; k < R; k++) {
     if (k * K < mine) {
       char *out = x->recv + pl_shard_out_off(c, r) + k * K;
-      if ((st = pl_snac_reduce_round(a, x, k, out))) return st;
+      uint64_t n = mine - k * K < K ? mine - k * K : K, lo, hi;
+      pl_snac_lane(x, n, &lo, &hi);
+      if ((st = pl_snac_reduce_round(a, x, k, out, lo, hi))) return st;
       if (seam) {
-        uint64_t n = mine - k * K < K ? mine - k * K : K;
         if (k >= x->plan.nslots) { /* the seam slot's previous round must be gathered */
           for (int s = 0; s < w; s++) {
             if (s == r) continue;
-            st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[s].cons_gat,
+            st = pl_atom_await(a, &pl_snac_fl(x, r, s)->cons_gat,
                                pl_snac_val(x, k - x->plan.nslots), s, "consumption of the seam");
             if (st) return st;
           }
         }
-        pl_atom_copy(a, pl_snac_slot(x, r, k) + x->plan.seam_off, out, n);
+        pl_atom_copy(a, pl_snac_slot(x, r, k) + x->plan.seam_off + lo, out + lo, hi - lo);
       }
       if (ar) pl_snac_publish_all(a, x, PL_FLAG_OFF(seam), pl_snac_val(x, k), 0);
     }
@@ -344,10 +354,12 @@ PL_HD void pl_snac_self(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int r = c->rank;
   if (pl_coll_is_reduce(c->coll)) return;
-  uint64_t b = pl_gather_bytes_send(c, r);
+  uint64_t b = pl_gather_bytes_send(c, r), L = (uint64_t)x->plan.lanes, l = (uint64_t)x->lane;
   const char *src = x->send + pl_gather_send_off(c, r);
   char *dst = x->recv + pl_gather_recv_off(c, r);
-  if (b && src != dst) pl_atom_copy(a, dst, src, b);
+  uint64_t lo = (b * l / L) & ~(uint64_t)15;
+  uint64_t hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+  if (hi > lo && src != dst) pl_atom_copy(a, dst + lo, src + lo, hi - lo); /* this lane's part */
 }
 
 /* Zero copy: readers tell the owner they are done; the owner returns only after all have. */
@@ -355,24 +367,28 @@ PL_HD int pl_snac_zc_exit(pl_atom_t *a, pl_snac_t *x) {
   int w = x->c.world, r = x->c.rank, st;
   for (int s = 0; s < w; s++)
     if (s != r && pl_snac_zc(x, s, PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)) {
-      pl_atom_publish(a, &pl_snac_ctrl(x, s)->peer[r].done, pl_snac_val(x, 0), s);
+      pl_atom_publish(a, &pl_snac_fl(x, s, r)->done, pl_snac_val(x, 0), s);
       pl_atom_ring(a, s);
     }
   if (!x->zc_send && !x->zc_recv) return 0;
   for (int s = 0; s < w; s++) {
     if (s == r) continue;
-    st = pl_atom_await(a, &pl_snac_ctrl(x, r)->peer[s].done, pl_snac_val(x, 0), s,
+    st = pl_atom_await(a, &pl_snac_fl(x, r, s)->done, pl_snac_val(x, 0), s,
                        "readers of my buffers");
     if (st) return st;
   }
   return 0;
 }
 
-/* The main group: notify (header and packets), check agreement, consume. */
+/* The main group of lane x->lane: notify (lane 0: header and packets), check agreement (every
+ * lane, from its own copy of the headers: the same verdict), consume this lane's part of every
+ * chunk (docs/snac.md, "Lanes"). */
 PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
   int w = x->c.world, r = x->c.rank, st;
-  pl_snac_hdr_build(x, myhdr);
-  pl_snac_push(a, x, myhdr);
+  if (x->lane == 0) { /* header and packets are lane 0's */
+    pl_snac_hdr_build(x, myhdr);
+    pl_snac_push(a, x, myhdr);
+  }
   pl_snac_self(a, x);
   for (int i = 0; i < w; i++) {
     int s = (r + i) % w;

@@ -6,8 +6,9 @@
 #include "dtype.h"
 #include "plan.h"
 
-/* The control block of a rank's workspace. Flags in rank p's control block indexed by source rank
- * s are written by s only. Each source's flags share one 64-byte line. */
+/* The control block of a rank's workspace. Flags in rank p's control block indexed by [lane l]
+ * [source rank s] are written by lane l of s only. Each (lane, source)'s flags share one 64-byte
+ * line. */
 typedef struct {
   uint64_t stage;    /* s staged round k of call e: e*S + k + 1 */
   uint64_t seam;     /* AllReduce: s reduced round k of its shard into its seam */
@@ -17,15 +18,21 @@ typedef struct {
   uint64_t pad[3];
 } pl_peer_flags_t;
 
+/* Host doorbell of one lane of a rank: lane l's publishers add to bell, its sleepers wait on it
+ * (main lane 0 rings every lane's: its header packets are awaited by all lanes). */
+typedef struct {
+  uint32_t bell, waiters;
+  uint32_t pad[14];
+} pl_door_t;
+
 typedef struct {
   uint64_t abort;      /* != 0: the communicator is aborted (pl_abort_word) */
   uint64_t abort_info; /* which rank aborted it, why */
   uint64_t pad0[6];
   uint64_t err_epoch;  /* epoch + 1 of a call this rank gave up (mismatch, local error) */
   uint64_t pad1[7];
-  uint32_t bell, waiters; /* host doorbell: publishers add to bell, sleepers wait on it */
-  uint32_t pad2[14];
-  pl_peer_flags_t peer[PL_MAX_WORLD];
+  pl_door_t door[PL_MAX_LANES]; /* host doorbells, per lane */
+  pl_peer_flags_t peer[PL_MAX_LANES][PL_MAX_WORLD];
 } pl_ctrl_t;
 
 typedef struct {
@@ -63,9 +70,19 @@ typedef struct {
   uint64_t *hdr;                     /* headers received, [world][pl_hdr_words(world)] */
   pl_mismatch_t mismatch;
   int err_peer;                      /* the rank a failed wait was waiting for */
+  int lane;                          /* this group's lane, 0..plan.lanes-1 */
 } pl_snac_t;
 
 PL_HD pl_ctrl_t *pl_snac_ctrl(const pl_snac_t *x, int r) { return (pl_ctrl_t *)x->ws[r]; }
+/* This lane's flags, in rank r's control block, written by source s. */
+PL_HD pl_peer_flags_t *pl_snac_fl(const pl_snac_t *x, int r, int s) {
+  return &pl_snac_ctrl(x, r)->peer[x->lane][s];
+}
+/* This lane's part [*lo, *hi) of a chunk of n bytes (n <= K). */
+PL_HD void pl_snac_lane(const pl_snac_t *x, uint64_t n, uint64_t *lo, uint64_t *hi) {
+  *lo = pl_lane_lo(x->plan.chunk, x->lane, x->plan.lanes, n);
+  *hi = pl_lane_hi(x->plan.chunk, x->lane, x->plan.lanes, n);
+}
 PL_HD uint64_t pl_snac_val(const pl_snac_t *x, uint64_t step) {
   return x->epoch * PL_EPOCH_STRIDE + step + 1;
 }
