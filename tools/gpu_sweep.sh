@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# tools/gpu_sweep.sh -- on the GPU machine: sweep tuning knobs with the benchmark tools, one call.
+# Builds (sm_90), starts MPS, then for every world in WORLDS, every tool in TOOLS and every knob
+# setting in CONFIGS (space-separated; each a comma-separated list of PURLIN_* assignments, "-" for
+# the defaults) runs the tool (graph replay, every size checked) and keeps its JSON. Prints one line
+# per (world, tool, config): busbw at a few sizes and the geometric mean of time over floor; then
+# bench/sweep_pick.py, if python3 is there, the best config per size. One tarball under $OUT.
+#   CONFIGS="LANES=4 LANES=8,CHUNK_BYTES=1M" TOOLS="testAR" WORLDS="8" bash tools/gpu_sweep.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD BUILD=${BUILD:-$PWD/build-gpu-run} OUTD=${OUT:-/tmp/purlin-sweep}
+CONFIGS=${CONFIGS:--} TOOLS=${TOOLS:-"testAR testAG testRS"} WORLDS=${WORLDS:-8}
+B=${B:-1K} E=${E:-64M} F=${F:-8} LIMIT=${LIMIT:-60}
+R=$OUTD/sweep && mkdir -p "$R"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+    > "$R/configure.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$(nproc)" --target purlinrun $TOOLS > "$R/build.log" 2>&1 ||
+    { grep -E "error" "$R/build.log" | head -20; exit 1; }
+fi
+{ date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; git status --porcelain | wc -l; nvidia-smi -L; } \
+  > "$R/machine.txt"
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/pl-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pl-mps/log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+sleep 1
+{
+  echo "# world tool config rc | busbw GB/s at 8K 64K 1M 8M 64M | geomean x floor"
+  for w in $WORLDS; do
+    for t in $TOOLS; do
+      for cfg in $CONFIGS; do
+        envs=()
+        [ "$cfg" != - ] && for kv in ${cfg//,/ }; do envs+=("PURLIN_$kv"); done
+        tag="w$w.$t.${cfg//[=,]/_}"
+        env ${envs[@]+"${envs[@]}"} timeout -k 5 "$LIMIT" "$BUILD/purlinrun" -n "$w" "$BUILD/bench/$t" \
+          -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 ${ARGS:-} -J "$R/$tag.json" \
+          > "$R/$tag.txt" 2>&1
+        rc=$?
+        bw=$(awk '$1 ~ /^[0-9]+$/ && ($1 == 8192 || $1 == 65536 || $1 == 1048576 || $1 == 8388608 ||
+             $1 == 67108864) {printf "%s ", $8}' "$R/$tag.txt")
+        gm=$(grep -Eo 'Time over floor *: *[0-9.]+' "$R/$tag.txt" | grep -Eo '[0-9.]+$')
+        echo "$w $t $cfg rc=$rc | $bw| ${gm:-?}"
+      done
+    done
+  done
+} 2>&1 | tee "$R/summary.txt"
+[ -f bench/sweep_pick.py ] && python3 bench/sweep_pick.py "$R"/*.json 2>&1 | tee "$R/pick.txt"
+tar -C "$OUTD" -czf "$OUTD/sweep.tar.gz" sweep && rm -rf "$R"
