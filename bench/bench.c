@@ -479,6 +479,9 @@ typedef struct {
 static row_t *rows;
 static int nrows, cap_rows;
 static double copy_bw, barrier_us;
+/* CUDA: purlin's own zero-byte all-to-all, and the flag barrier with 4 KiB kernel arguments
+ * (bench/floor.cu), printed beside the floor; 0 on the host datapath. */
+static double purlin_barrier_us, fat_barrier_us;
 
 static void run_row(size_t bytes, int dtype, int op, row_t *row) {
   bench_geom_t g;
@@ -554,7 +557,10 @@ static void print_header(const char *tool, int datapath) {
   printf("#\n# Speed of light: copy bandwidth %.2f GB/s (%s of 64 MiB, all ranks at once, slowest "
          "rank), zero-byte all-to-all barrier %.2f us%s\n",
          copy_bw / 1e9, B.cuda ? "cudaMemcpyAsync device-to-device" : "memcpy", barrier_us,
-         B.cuda ? " (graph replay)" : "");
+         B.cuda ? " (flag barrier kernel, graph replay)" : " (purlin all_to_all of 0 bytes)");
+  if (B.cuda)
+    printf("# Beside it: the same barrier with 4 KiB kernel arguments %.2f us; purlin's zero-byte "
+           "all_to_all %.2f us\n", fat_barrier_us, purlin_barrier_us);
   printf("# floor(us) = max(barrier, bytes a rank must move / copy bandwidth); x floor = time / "
          "floor\n");
   if (O.baseline_nccl)
@@ -643,8 +649,9 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
           O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
           O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, (unsigned long long)O.seed,
           O.zipf, O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);
-  fprintf(f, "  \"speed_of_light\": {\"copy_GBs\": %.4f, \"barrier_us\": %.4f},\n", copy_bw / 1e9,
-          barrier_us);
+  fprintf(f, "  \"speed_of_light\": {\"copy_GBs\": %.4f, \"barrier_us\": %.4f, "
+          "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f},\n", copy_bw / 1e9,
+          barrier_us, fat_barrier_us, purlin_barrier_us);
   fprintf(f, "  \"busbw_factor\": %.6f,\n",
           bench_colls[coll].bus_factor_num * (B.world - 1) / B.world);
   fprintf(f, "  \"rows\": [\n");
@@ -752,6 +759,16 @@ int main(int argc, char **argv) {
     bench_time(barrier_fn, NULL, it, rep, O.warmup > 5 ? O.warmup : 5, O.graph ? O.graph : 10, us);
     bench_allreduce_host(us, (size_t)rep, PURLIN_F64, PURLIN_MAX);
     barrier_us = median(us, rep);
+#if BENCH_CUDA
+    /* GPU: the floor is a barrier kernel independent of purlin (bench/floor.cu); purlin's own
+     * zero-byte all-to-all is printed beside it */
+    if (B.cuda) {
+      purlin_barrier_us = barrier_us;
+      int gl = O.graph ? O.graph : 10, wu = O.warmup > 5 ? O.warmup : 5;
+      barrier_us = bench_floor_barrier_us(0, it, rep, wu, gl);
+      fat_barrier_us = bench_floor_barrier_us(1, it, rep, wu, gl);
+    }
+#endif
   }
   print_header(tool, dp);
 

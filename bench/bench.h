@@ -106,6 +106,9 @@ typedef int (*bench_call_fn)(void *arg, int i);
  * A barrier precedes every repeat; `warmup` calls (graph launches) come first. */
 int bench_time(bench_call_fn fn, void *arg, int iters, int repeats, int warmup, int graph,
                double *us);
+/* CUDA: the zero-byte all-to-all barrier floor, a kernel independent of purlin (floor.cu): median
+ * per-call us in graph replay, max over ranks; fat = with 4 KiB kernel arguments. */
+double bench_floor_barrier_us(int fat, int iters, int repeats, int warmup, int graph);
 /* Copy bandwidth of this rank (bytes copied per second), all ranks copying at once. */
 double bench_copy_bw(size_t bytes, int repeats);
 
