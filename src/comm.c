@@ -139,13 +139,12 @@ out:
 static purlin_status_t pl_comm_setup(struct purlin_comm *c, const purlin_unique_id_t *id,
                                      const purlin_config_t *cfg) {
   purlin_status_t st;
-  size_t staging = cfg && cfg->staging_bytes ? cfg->staging_bytes
-                                             : (size_t)pl_param_int(PL_PARAM_STAGING_BYTES);
   c->datapath = pl_pick_datapath(cfg);
   pl_log_set_prefix("rank %d/%d pid %d", c->rank, c->world, (int)getpid());
   st = pl_bootstrap_init(id, c->rank, c->world, c->timeout_ms, &c->bs);
   if (st) return pl_comm_fail(c, st, "init: %s", pl_bootstrap_last_error(NULL));
   pl_tune_get(c->datapath, c->world, &c->tune);
+  size_t staging = cfg && cfg->staging_bytes ? cfg->staging_bytes : (size_t)c->tune.staging_bytes;
   st = c->datapath == PURLIN_DATAPATH_CUDA ? pl_cuda_init(c, staging) : pl_host_init(c, staging);
   if (st) return st;
   if ((st = pl_exchange_info(c, staging))) return st;

@@ -13,7 +13,7 @@
   X(DEBUG_FILE, STR, "", "log file instead of stderr; %h = host name, %p = pid")                   \
   X(TIMEOUT_MS, INT, "120000", "deadline of every wait, in milliseconds")                          \
   X(DATAPATH, STR, "auto", "auto, host or cuda")                                                   \
-  X(STAGING_BYTES, SIZE, "4M", "staging memory per rank (two halves); host datapath default")      \
+  X(STAGING_BYTES, SIZE, "0", "staging memory per rank (two halves); 0: tuning table")             \
   X(PACKET_BYTES, SIZE, "64K", "latency-mode packet window per peer and parity")                   \
   X(CHUNK_BYTES, SIZE, "0", "throughput chunk per block and round; 0: from the tuning table")      \
   X(LATENCY_MAX_BYTES, SIZE, "0", "largest per-peer block sent as packets; 0: tuning table")       \

@@ -36,6 +36,7 @@ typedef struct {
   uint64_t oneshot_max; /* largest one-shot AllReduce */
   uint64_t chunk_max;   /* largest K */
   uint64_t lanes;       /* L in 1..PL_MAX_LANES: pipelines per role (threads / CTAs) */
+  uint64_t staging_bytes; /* staging memory per rank (both halves), unless the config gives it */
 } pl_tune_t;
 
 /* Data bytes a window holds after the header. */

@@ -1,6 +1,6 @@
 /* tune.c -- codesign tables: the knobs every rank must agree on, per datapath and world size, with
  * environment overrides (PURLIN_LATENCY_MAX_BYTES, PURLIN_ONESHOT_MAX_BYTES, PURLIN_CHUNK_BYTES,
- * PURLIN_LANES). */
+ * PURLIN_LANES, PURLIN_STAGING_BYTES). */
 #include "param.h"
 #include "tune.h"
 
@@ -13,11 +13,22 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   /* Lanes: independent pipelines per role (host: threads; GPU: CTAs, 2 L per call). 1 on both
    * datapaths for now; the CUDA value is to be set from measurements on the GPU. */
   t->lanes = 1;
-  (void)datapath;
+  t->staging_bytes = 4u << 20;
+  if (datapath == PURLIN_DATAPATH_CUDA) {
+    /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
+     * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
+     * world 8 8x faster than 1 lane and 58 KiB. Lanes: 2 L CTAs per rank must stay resident with
+     * every other rank's on one GPU (2 L world <= 128 of 132 SMs). Staging: 128 MiB per rank (issue
+     * budget: <= 144 MiB at world 8). */
+    t->lanes = world <= 4 ? 16 : (uint64_t)(64 / world);
+    t->chunk_max = 4u << 20;
+    t->staging_bytes = 128u << 20;
+  }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_ONESHOT_MAX_BYTES)) > 0) t->oneshot_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_CHUNK_BYTES)) > 0) t->chunk_max = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_STAGING_BYTES)) > 0) t->staging_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LANES)) > 0)
     t->lanes = v > PL_MAX_LANES ? PL_MAX_LANES : (uint64_t)v;
 }

@@ -112,13 +112,13 @@ static void test_defaults(void) {
   CHECK(strcmp(pl_param_name(PL_PARAM_TIMEOUT_MS), "PURLIN_TIMEOUT_MS") == 0);
   CHECK(strcmp(pl_param_name(PL_PARAM_STAGING_BYTES), "PURLIN_STAGING_BYTES") == 0);
   CHECK(pl_param_int(PL_PARAM_TIMEOUT_MS) == 120000);
-  CHECK(pl_param_int(PL_PARAM_STAGING_BYTES) == 4 << 20);
+  CHECK(pl_param_int(PL_PARAM_STAGING_BYTES) == 0);
   CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 64 << 10);
   CHECK(pl_param_int(PL_PARAM_CHUNK_BYTES) == 0);
   CHECK(pl_param_int(PL_PARAM_SPIN_ITERS) == 2000);
   CHECK(pl_param_int(PL_PARAM_DISABLE_MULTIMEM) == 1);
   CHECK(strcmp(pl_param_str(PL_PARAM_DATAPATH), "auto") == 0);
-  CHECK(strcmp(pl_param_str(PL_PARAM_STAGING_BYTES), "4M") == 0);
+  CHECK(strcmp(pl_param_str(PL_PARAM_STAGING_BYTES), "0") == 0);
   /* Every INT/SIZE default in the table parses (a bad default would read as 0 and warn). */
 #define CHECK_DEFAULT_(id, kind, def, doc)                                                         \
   if (strcmp(#kind, "STR") != 0) {                                                                 \
@@ -203,7 +203,7 @@ static void test_malformed(void) {
   for (int round = 0; round < 3; round++) {
     CHECK(pl_param_int(PL_PARAM_TIMEOUT_MS) == 120000);
     CHECK(pl_param_int(PL_PARAM_SPIN_ITERS) == 2000);
-    CHECK(pl_param_int(PL_PARAM_STAGING_BYTES) == 4 << 20);
+    CHECK(pl_param_int(PL_PARAM_STAGING_BYTES) == 0);
     CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 64 << 10);
     CHECK(pl_param_int(PL_PARAM_CHUNK_BYTES) == 0);
   }
