@@ -299,6 +299,41 @@ purlin_status_t purlin_mem_alloc(purlin_comm_t comm, size_t bytes, void **ptr);
 /** Free memory from purlin_mem_alloc. Collective. NULL is accepted. */
 purlin_status_t purlin_mem_free(purlin_comm_t comm, void *ptr);
 
+/* ---------------------------------------------------------------------------------------------
+ * Device handles: communication inside the caller's own kernels (include/purlin_device.cuh,
+ * docs/device-api.md). CUDA datapath only.
+ * ------------------------------------------------------------------------------------------- */
+
+#define PURLIN_DEV_MAX_RANKS 72
+
+/**
+ * What a kernel needs to reach every rank of a communicator: plain data, passed to kernels by
+ * value (about 1.2 KiB). Valid until the buffer is freed or the communicator destroyed. Read by
+ * the functions of purlin_device.cuh; the fields are documented so that kernels may use them too.
+ */
+typedef struct {
+  int32_t rank, world;
+  uint64_t bytes;                         /* bytes of the buffer on each rank (0: no buffer) */
+  void *peer[PURLIN_DEV_MAX_RANKS];       /* the buffer of rank r, mapped here; [rank] is ours */
+  uint64_t *flags[PURLIN_DEV_MAX_RANKS];  /* rank r's user flags, mapped here: nflags words, zero
+                                             at init, shared by every handle of the communicator */
+  uint64_t nflags;
+  uint64_t *seq;                          /* this rank's launch sequence (purlin_dev_seq_*) */
+  uint32_t *seq_count;                    /* blocks of the running launch that have ended */
+  const uint64_t *abort;                  /* this rank's abort word: non-zero once aborted */
+  uint64_t timeout_ns;                    /* PURLIN_TIMEOUT_MS, in ns */
+} purlin_dev_handle_t;
+
+/**
+ * Fill *handle for `bytes` of purlin_mem_alloc memory at `buf` (any address inside a buffer, with
+ * the range inside it; buf NULL and bytes 0: flags only). peer[r] is the same offset in rank r's
+ * buffer. Local: no communication, any rank may call it at any time. Errors: INVALID_ARGUMENT
+ * (comm or handle NULL; buf not from purlin_mem_alloc of this communicator, or the range past its
+ * end), UNSUPPORTED (host datapath), INVALID_USAGE (aborted communicator).
+ */
+purlin_status_t purlin_device_handle(purlin_comm_t comm, void *buf, size_t bytes,
+                                     purlin_dev_handle_t *handle);
+
 /** The library's version (PURLIN_VERSION) into *version. */
 purlin_status_t purlin_get_version(int *version);
 

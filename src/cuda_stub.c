@@ -33,6 +33,16 @@ purlin_status_t pl_cuda_async_error(struct purlin_comm *comm) {
 void pl_cuda_abort(struct purlin_comm *comm, unsigned long long abort_info) {
   (void)comm, (void)abort_info;
 }
+purlin_status_t purlin_device_handle(purlin_comm_t comm, void *buf, size_t bytes,
+                                     purlin_dev_handle_t *handle) {
+  (void)buf, (void)bytes, (void)handle;
+  if (!comm) {
+    pl_set_global_error("purlin_device_handle: comm is NULL");
+    return PURLIN_ERR_INVALID_ARGUMENT;
+  }
+  return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                      "purlin_device_handle: the CUDA datapath is not in this build");
+}
 #else
 typedef int pl_cuda_stub_unused_t; /* ISO C wants a non-empty translation unit */
 #endif

@@ -29,6 +29,10 @@ extern "C" {
 
 static_assert(sizeof(pl_cuda_args_t) <= 4000, "kernel arguments must stay below 4 KiB");
 
+/* The device API's flags area on each rank (purlin_device_handle): a private header (launch
+ * sequence, block count) in the first 64 bytes, then the user flags. */
+#define PL_DEV_FLAGS_BYTES 65536
+
 /* ---- driver entry points ---------------------------------------------------------------------- */
 
 #define PL_CU_FNS(X)                                                                               \
@@ -126,6 +130,7 @@ struct pl_cuda_dp {
   CUdevice cudev;
   pl_cuda_launch_fn launch;
   pl_vmm_t ws;
+  pl_vmm_t uflags;           /* user flags of the device API (purlin_device_handle) */
   pl_vmm_t *syms;            /* PL_CUDA_MAX_SYMS, by sym id - 1 */
   pl_cuda_state_t *state;    /* device */
   uint64_t *hdr;             /* device */
@@ -403,6 +408,7 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     dp->atom = pl_pick_atom(comm, prop.major, prop.minor);
     pl_cuda_geom(comm, staging_bytes);
     if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
+    if ((st = pl_vmm_create(comm, &dp->uflags, PL_DEV_FLAGS_BYTES))) break;
     for (int r = 0; r < comm->world; r++)
       comm->ws[r] = (char *)(uintptr_t)(dp->ws.va + (CUdeviceptr)r * dp->ws.size);
     /* one header array per main lane (each CTA reads every header into its own) */
@@ -416,6 +422,8 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
                                                               : PURLIN_ERR_CUDA,                   \
                          "init: %s: %s", #call, cudaGetErrorString(e));
     PL_TRY_(cudaMemset(comm->ws[comm->rank], 0, comm->geom.total))
+    PL_TRY_(cudaMemset((void *)(uintptr_t)(dp->uflags.va + (CUdeviceptr)comm->rank * dp->uflags.size), 0,
+                       PL_DEV_FLAGS_BYTES))
     PL_TRY_(cudaMalloc((void **)&dp->state, sizeof(pl_cuda_state_t)))
     PL_TRY_(cudaMemset(dp->state, 0, sizeof(pl_cuda_state_t)))
     PL_TRY_(cudaMalloc((void **)&dp->hdr, hdr_bytes))
@@ -449,6 +457,7 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
     if (dp->syms[i].reserved || dp->syms[i].h[comm->rank]) pl_vmm_free(dp, &dp->syms[i], comm->world);
   pl_vmm_free(dp, &dp->ws, comm->world);
+  pl_vmm_free(dp, &dp->uflags, comm->world);
   for (int r = 0; r < PL_MAX_WORLD; r++) comm->ws[r] = NULL;
   cudaFree(dp->state);
   cudaFree(dp->hdr);
@@ -666,5 +675,46 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
                         e == cudaErrorNoKernelImageForDevice
                             ? " (rebuild with this GPU in CMAKE_CUDA_ARCHITECTURES)"
                             : "");
+  return PURLIN_OK;
+}
+
+/* ---- device handles (include/purlin_device.cuh) ---------------------------------------------- */
+
+extern "C" purlin_status_t purlin_device_handle(purlin_comm_t comm, void *buf, size_t bytes,
+                                                purlin_dev_handle_t *handle) {
+  purlin_dev_handle_t h;
+  uint64_t id = 0, off = 0;
+  if (!comm) {
+    pl_set_global_error("purlin_device_handle: comm is NULL");
+    return PURLIN_ERR_INVALID_ARGUMENT;
+  }
+  if (!handle)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "purlin_device_handle: handle (the output) is NULL");
+  if (comm->datapath != PURLIN_DATAPATH_CUDA || !comm->cuda || !comm->cuda->uflags.va)
+    return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "purlin_device_handle: needs the CUDA datapath");
+  if (comm->aborted)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_USAGE,
+                        "purlin_device_handle: the communicator was aborted; destroy it");
+  if ((buf || bytes) && (!buf || !pl_sym_find(comm, buf, bytes, &id, &off)))
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "purlin_device_handle: [%p, +%zu) is not inside a buffer from "
+                        "purlin_mem_alloc of this communicator", buf, bytes);
+  const pl_vmm_t *f = &comm->cuda->uflags;
+  memset(&h, 0, sizeof h);
+  h.rank = comm->rank;
+  h.world = comm->world;
+  h.bytes = buf ? bytes : 0;
+  for (int r = 0; r < comm->world; r++) {
+    if (buf) h.peer[r] = comm->syms[id - 1].base[r] + off;
+    h.flags[r] = (uint64_t *)(uintptr_t)(f->va + (CUdeviceptr)r * f->size + 64);
+  }
+  h.nflags = (PL_DEV_FLAGS_BYTES - 64) / 8;
+  h.seq = (uint64_t *)(uintptr_t)(f->va + (CUdeviceptr)comm->rank * f->size);
+  h.seq_count = (uint32_t *)(h.seq + 1);
+  h.abort = &((const pl_ctrl_t *)comm->ws[comm->rank])->abort;
+  h.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  *handle = h;
   return PURLIN_OK;
 }

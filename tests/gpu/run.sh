@@ -124,6 +124,7 @@ done
 run mismatch 3 60 -- --fault mismatch
 run kill 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 run kill 8 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
+if BUILD=$BUILD OUT=$LOGS ARCH=$ARCH bash "$ROOT/tests/gpu/examples.sh"; then ex=PASS; else ex=FAIL; fi; ROWS+=("$(printf '%-16s %5s  %-12s %8s %8s %6s' examples 2,4 "$ex" - - -)")
 
 # compute-sanitizer does not run under MPS: optional, after the daemon is gone (ranks time-slice).
 stop_mps

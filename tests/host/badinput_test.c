@@ -677,6 +677,12 @@ static void check_mem(void) {
   if ((uintptr_t)m & 255u)
     failf("pointer %p is not 256-byte aligned", m);
   memset(m, g_rank, 1 << 16);
+  purlin_dev_handle_t dh;
+  g_what = "device_handle comm NULL";
+  expect(purlin_device_handle(NULL, m, 4096, &dh), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
+  g_what = "device_handle on the host datapath";
+  expect(purlin_device_handle(g_comm, m, 4096, &dh), PURLIN_ERR_UNSUPPORTED, g_comm, "CUDA");
+  good_call();
   void *heap = malloc(4096);
   int stack_var = 0;
   g_what = "mem_free comm NULL";
