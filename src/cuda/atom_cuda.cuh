@@ -163,6 +163,29 @@ PL_DEV int pl_dev_pkt_get(pl_atom_t *a, void *dst, const void *src, uint64_t byt
   return a->sh->err;
 }
 
+/* pkt_get without the final barrier, its packets spread from member `base` on, so that a series
+ * of calls (one per source) has every member poll a different packet, all sources at once; errors
+ * are recorded in the CTA's sticky error, which pl_dev_pkt_sync returns after its barrier. */
+PL_DEV int pl_dev_pkt_get_async(pl_atom_t *a, void *dst, const void *src, uint64_t bytes,
+                                uint64_t flag, int peer, const char *what, uint64_t base) {
+  pl_wait_t w = pl_dev_wait_spec(a, 1);
+  uint64_t np = (bytes + 7) / 8, nt = blockDim.x, d;
+  for (uint64_t i = (threadIdx.x + nt - base % nt) % nt; i < np; i += nt) {
+    int st = pl_wait_pkt((const char *)src + 16 * i, flag, PL_READY_EPOCH, &w, &d);
+    if (st == PL_WAIT_GROUP) break;
+    if (st) {
+      pl_dev_fail(a, st, peer, what);
+      break;
+    }
+    pl_pkt_unpack(dst, bytes, i, d);
+  }
+  return 0;
+}
+PL_DEV int pl_dev_pkt_sync(pl_atom_t *a) {
+  __syncthreads();
+  return a->sh->err;
+}
+
 /* ---- the atom interface of snac.h ------------------------------------------------------------
  * SNAC's functions are __host__ __device__ (one header for both datapaths); these wrappers give
  * them something to call in the host pass of nvcc, where they are never run. */
@@ -197,6 +220,12 @@ PL_ATOM void pl_atom_pkt_put(pl_atom_t *a, void *dst, const void *src, uint64_t 
                              uint64_t flag) {
   PL_ATOM_CALL(pl_dev_pkt_put(a, dst, src, bytes, flag), (void)0);
 }
+PL_ATOM int pl_atom_pkt_get_async(pl_atom_t *a, void *dst, const void *src, uint64_t bytes,
+                                  uint64_t flag, int peer, const char *what, uint64_t base) {
+  PL_ATOM_CALL(pl_dev_pkt_get_async(a, dst, src, bytes, flag, peer, what, base),
+               PURLIN_ERR_INTERNAL);
+}
+PL_ATOM int pl_atom_pkt_sync(pl_atom_t *a) { PL_ATOM_CALL(pl_dev_pkt_sync(a), PURLIN_ERR_INTERNAL); }
 PL_ATOM int pl_atom_pkt_get(pl_atom_t *a, void *dst, const void *src, uint64_t bytes,
                             uint64_t flag, int peer, const char *what) {
   PL_ATOM_CALL(pl_dev_pkt_get(a, dst, src, bytes, flag, peer, what), PURLIN_ERR_INTERNAL);

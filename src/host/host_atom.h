@@ -74,6 +74,16 @@ static inline int pl_atom_pkt_get(pl_atom_t *a, void *dst, const void *srcv, uin
   }
   return 0;
 }
+/* One host thread per group: nothing to spread, nothing to wait for at the end. */
+static inline int pl_atom_pkt_get_async(pl_atom_t *a, void *dst, const void *src, uint64_t bytes,
+                                        uint64_t flag, int peer, const char *what, uint64_t base) {
+  (void)base;
+  return pl_atom_pkt_get(a, dst, src, bytes, flag, peer, what);
+}
+static inline int pl_atom_pkt_sync(pl_atom_t *a) {
+  (void)a;
+  return 0;
+}
 static inline char *pl_atom_scratch(pl_atom_t *a, int i) {
   return a->scratch + (size_t)i * 4096;
 }

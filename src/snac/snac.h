@@ -10,6 +10,10 @@
  *   void pl_atom_reduce(a, dst, srcs, n, count, dtype, op, divisor)
  *   void pl_atom_pkt_put(a, dst, src, bytes, flag)  bytes as 16-byte packets (8 data + 8 flag)
  *   int  pl_atom_pkt_get(a, dst, src, bytes, flag, peer, what)  wait for packets, copy the data
+ *   int  pl_atom_pkt_get_async(a, dst, src, bytes, flag, peer, what, base)  the same without the
+ *                                               group's final barrier; base (in packets) spreads
+ *                                               successive calls over different members
+ *   int  pl_atom_pkt_sync(a)                    end a series of pkt_get_async: 0, or an error
  *   char *pl_atom_scratch(a, i)                 scratch buffer i (PL_SNAC_SEG bytes each)
  *   void *pl_atom_sym(a, peer, id, off, bytes)  a peer's peer-accessible buffer, or NULL
  *   int  pl_atom_is_leader(a)                   one member of the group (for scalar work)
@@ -157,17 +161,21 @@ PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64
   const void *srcs[PL_MAX_WORLD] = {0};
   for (uint64_t o = 0; o < bytes; o += PL_SNAC_SEG) {
     uint64_t n = bytes - o < PL_SNAC_SEG ? bytes - o : PL_SNAC_SEG;
-    for (int s = 0; s < w; s++) {
+    uint64_t base = 0;
+    for (int s = 0; s < w; s++) { /* every source's packets at once, one barrier */
       if (s == r) {
         srcs[s] = x->send + in_off + o;
         continue;
       }
       char *buf = pl_atom_scratch(a, s);
-      int st = pl_atom_pkt_get(a, buf, pl_snac_win_data(x, r, s) + (win_off + o) / 8, n,
-                               pl_snac_val(x, 0), s, "reduce packets");
+      int st = pl_atom_pkt_get_async(a, buf, pl_snac_win_data(x, r, s) + (win_off + o) / 8, n,
+                                     pl_snac_val(x, 0), s, "reduce packets", base);
       if (st) return st;
+      base += (n + 7) / 8;
       srcs[s] = buf;
     }
+    int st = pl_atom_pkt_sync(a);
+    if (st) return st;
     pl_atom_reduce(a, dst + o, srcs, w, n / c->esize, c->dtype, c->op, w);
   }
   return 0;
@@ -195,20 +203,22 @@ PL_HD uint64_t pl_snac_zc_gather_off(const pl_snac_t *x, int s) {
 PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, bcast = pl_gather_is_bcast(c->coll), st;
-  uint64_t K = x->plan.chunk, R = 0;
-  for (int i = 1; i < w; i++) {
+  uint64_t K = x->plan.chunk, R = 0, base = 0;
+  for (int i = 1; i < w; i++) { /* every source's packets at once, one barrier */
     int s = (r + i) % w;
     uint64_t b = pl_gather_bytes_recv(c, s);
     if (!b) continue;
     if (pl_snac_gather_lat(x, b)) {
       if (x->lane) continue; /* packets are lane 0's */
-      st = pl_atom_pkt_get(a, x->recv + pl_gather_recv_off(c, s), pl_snac_win_data(x, r, s), b,
-                           pl_snac_val(x, 0), s, "packets");
+      st = pl_atom_pkt_get_async(a, x->recv + pl_gather_recv_off(c, s), pl_snac_win_data(x, r, s),
+                                 b, pl_snac_val(x, 0), s, "packets", base);
       if (st) return st;
+      base += (b + 7) / 8;
     } else if (pl_rounds(b, K) > R) {
       R = pl_rounds(b, K);
     }
   }
+  if (base && (st = pl_atom_pkt_sync(a))) return st;
   for (uint64_t k = 0; k < R; k++) {
     for (int i = 1; i < w; i++) {
       int s = (r + i) % w, zc = pl_snac_zc(x, s, PL_HDR_ZC_SEND);
@@ -390,12 +400,14 @@ PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
     pl_snac_push(a, x, myhdr);
   }
   pl_snac_self(a, x);
-  for (int i = 0; i < w; i++) {
+  for (int i = 0; i < w; i++) { /* every rank's header at once, one barrier */
     int s = (r + i) % w;
-    st = pl_atom_pkt_get(a, pl_snac_hdr(x, s), pl_snac_win(x, r, s), pl_hdr_words(w) * 8,
-                         pl_snac_val(x, 0), s, "the call's header");
+    st = pl_atom_pkt_get_async(a, pl_snac_hdr(x, s), pl_snac_win(x, r, s), pl_hdr_words(w) * 8,
+                               pl_snac_val(x, 0), s, "the call's header",
+                               (uint64_t)i * pl_hdr_words(w));
     if (st) return st;
   }
+  if ((st = pl_atom_pkt_sync(a))) return st;
   if ((st = pl_snac_hdr_check(x))) return st;
   st = pl_coll_is_reduce(x->c.coll) ? pl_snac_reduce(a, x) : pl_snac_gather(a, x);
   if (st) return st;
