@@ -126,11 +126,43 @@ static purlin_status_t pl_check_disjoint(purlin_comm_t comm, const char *fn, con
   return PURLIN_OK;
 }
 
+/* opts.counts_on_device on the CUDA datapath: the counts and displacements are device pointers,
+ * read by the kernel at its start (src/vcounts.h derives there what pl_check_v derives here). The
+ * host checks what it can without reading them: present, device-accessible. The extents of send
+ * and recv are unknown here; the caller guarantees the buffers hold them (docs/api.md). */
+static purlin_status_t pl_check_v_dev(purlin_comm_t comm, const pl_args_t *a, pl_checked_t *k) {
+  const char *fn = pl_coll_name(a->coll);
+  const size_t *p[4] = {a->scounts, a->sdispls, a->rcounts, a->rdispls};
+  static const char *const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  purlin_status_t st;
+  _Static_assert(sizeof(size_t) == sizeof(uint64_t), "counts are read as 64-bit words");
+  if (!a->rcounts) return PL_BAD(comm, "%s: recvcounts is NULL", fn);
+  if (a->coll == PL_COLL_ALL_TO_ALL_V && !a->scounts)
+    return PL_BAD(comm, "%s: sendcounts is NULL", fn);
+  for (int i = 0; i < 4; i++)
+    if (p[i] && (st = pl_cuda_check_counts(comm, p[i], fn, names[i]))) return st;
+  k->call.counts_dev = 1;
+  k->call.scounts = (const uint64_t *)a->scounts;
+  k->call.sdispls = (const uint64_t *)a->sdispls;
+  k->call.rcounts = (const uint64_t *)a->rcounts;
+  k->call.rdispls = (const uint64_t *)a->rdispls;
+  /* AGV's sendcount is the room of send (>= recvcounts[rank], checked on the device) */
+  k->send_bytes = 0;
+  if (a->coll == PL_COLL_ALL_GATHER_V && !pl_mul_ok(a->count, k->call.esize, &k->send_bytes))
+    return PL_BAD(comm, "%s: sendcount %zu overflows", fn, a->count);
+  k->recv_bytes = 0;
+  k->in_place = 0; /* decided on the device */
+  return PURLIN_OK;
+}
+
 static purlin_status_t pl_check_v(purlin_comm_t comm, const pl_args_t *a, pl_checked_t *k) {
   const char *fn = pl_coll_name(a->coll);
   uint64_t es = k->call.esize, ext;
   purlin_status_t st;
   int w = comm->world, me = comm->rank;
+  /* on the host datapath, counts "on the device" are host memory readable now: as below */
+  if (a->opts && a->opts->counts_on_device && comm->datapath == PURLIN_DATAPATH_CUDA)
+    return pl_check_v_dev(comm, a, k);
   if ((st = pl_copy_counts(comm, fn, "recvcounts", a->rcounts, k->v[2]))) return st;
   if (a->coll == PL_COLL_ALL_TO_ALL_V &&
       (st = pl_copy_counts(comm, fn, "sendcounts", a->scounts, k->v[0])))

@@ -18,6 +18,11 @@ purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t *call, con
   (void)call, (void)send, (void)recv, (void)in_place, (void)stream;
   return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "the CUDA datapath is not in this build");
 }
+purlin_status_t pl_cuda_check_counts(struct purlin_comm *comm, const void *p, const char *fn,
+                                     const char *name) {
+  (void)p, (void)fn, (void)name;
+  return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "the CUDA datapath is not in this build");
+}
 purlin_status_t pl_cuda_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr) {
   (void)bytes, (void)ptr;
   return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "the CUDA datapath is not in this build");

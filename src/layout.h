@@ -20,6 +20,9 @@ typedef struct {
   uint64_t count; /* AR: count; AG: sendcount; RS: recvcount; A2A: per-peer count; AGV: sendcount */
   /* V variants, in elements, arrays of `world`: NULL when unused. */
   const uint64_t *scounts, *sdispls, *rcounts, *rdispls;
+  /* 1: the four arrays above are the caller's device pointers (opts.counts_on_device on the CUDA
+   * datapath; NULL displacements = prefix sums); the kernel reads them (vcounts.h). */
+  int counts_dev;
 } pl_call_t;
 
 /* AllReduce shard of rank d: elements [shard_begin(d), shard_begin(d+1)). Shards are multiples of

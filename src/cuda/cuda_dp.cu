@@ -611,6 +611,35 @@ extern "C" void pl_cuda_abort(struct purlin_comm *comm, unsigned long long abort
 
 /* ---- one call --------------------------------------------------------------------------------- */
 
+extern "C" purlin_status_t pl_cuda_check_counts(struct purlin_comm *comm, const void *p,
+                                                const char *fn, const char *name) {
+  cudaPointerAttributes at;
+  memset(&at, 0, sizeof at);
+  cudaError_t e = cudaPointerGetAttributes(&at, p);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %p (opts.counts_on_device) is not device memory: %s", fn, name, p,
+                        cudaGetErrorString(e));
+  }
+  if (at.type == cudaMemoryTypeManaged ||
+      (at.type == cudaMemoryTypeHost && at.devicePointer == p))
+    return PURLIN_OK;
+  if (at.type == cudaMemoryTypeDevice && at.device == comm->device) return PURLIN_OK;
+  if (at.type == cudaMemoryTypeDevice)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %p (opts.counts_on_device) is on device %d, not on the "
+                        "communicator's device %d", fn, name, p, at.device, comm->device);
+  return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                      "%s: %s %p (opts.counts_on_device) is %s, not readable by device %d: "
+                      "pass device (or managed, or mapped pinned) memory, or clear "
+                      "counts_on_device", fn, name, p,
+                      at.type == cudaMemoryTypeHost ? "pinned host memory not mapped at that "
+                                                      "address"
+                                                    : "host memory",
+                      comm->device);
+}
+
 extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t *call,
                                        const void *send, void *recv, int in_place, void *stream) {
   struct pl_cuda_dp *dp = comm->cuda;
@@ -620,15 +649,19 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   if (dp->err_host->status) return pl_cuda_fatal(comm);
   memset(&args, 0, sizeof args);
   x->c = *call;
-  if (pl_coll_is_v(call->coll)) {
+  /* device counts: x->c keeps the caller's device pointers; the kernel reads them (vcounts.h) */
+  int dcounts = call->counts_dev;
+  if (pl_coll_is_v(call->coll) && !dcounts) {
     const uint64_t *v[4] = {call->scounts, call->sdispls, call->rcounts, call->rdispls};
     for (int k = 0; k < 4; k++)
       if (v[k]) memcpy(args.v[k], v[k], sizeof(uint64_t) * (size_t)call->world);
   }
-  x->c.scounts = args.v[0]; /* host copies for the plan below; the device points at its own */
-  x->c.sdispls = args.v[1];
-  x->c.rcounts = args.v[2];
-  x->c.rdispls = args.v[3];
+  if (!dcounts) {
+    x->c.scounts = args.v[0]; /* host copies for the plan below; the device points at its own */
+    x->c.sdispls = args.v[1];
+    x->c.rcounts = args.v[2];
+    x->c.rdispls = args.v[3];
+  }
   x->geom = comm->geom;
   x->send = (const char *)send;
   x->recv = (char *)recv;
@@ -637,7 +670,15 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   pl_plan_make(&x->c, &x->geom, &comm->tune, &x->plan);
   /* Zero copy, as on the host datapath (host_exec.c): AllToAll in place must stage. */
   int a2a = call->coll == PL_COLL_ALL_TO_ALL || call->coll == PL_COLL_ALL_TO_ALL_V;
-  if (pl_param_int(PL_PARAM_ZERO_COPY) && !(a2a && in_place)) {
+  if (dcounts && pl_param_int(PL_PARAM_ZERO_COPY)) {
+    /* the extent read from send is known on the device only: offer the buffer's room there */
+    uint64_t id, off;
+    if (send && pl_sym_find(comm, send, 0, &id, &off) && comm->syms[id - 1].bytes > off) {
+      x->sym_send[0] = id;
+      x->sym_send[1] = off;
+      args.zc_avail = comm->syms[id - 1].bytes - off;
+    }
+  } else if (pl_param_int(PL_PARAM_ZERO_COPY) && !(a2a && in_place)) {
     uint64_t in_bytes = 0;
     for (int d = 0; d < call->world; d++) {
       uint64_t e = pl_coll_is_reduce(call->coll)
@@ -651,14 +692,15 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
         pl_sym_find(comm, recv, call->count * call->esize, &x->sym_recv[0], &x->sym_recv[1]))
       x->zc_recv = 1;
   }
-  if (pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2)
+  if (!dcounts && pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2) /* device counts: checked there */
     return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
                         "%s: a block needs more than 2^24 rounds of %llu bytes: raise "
                         "PURLIN_STAGING_BYTES", pl_coll_name(call->coll),
                         (unsigned long long)x->plan.chunk);
   /* main lanes, then stager lanes when anything is staged */
-  int grid = x->plan.lanes * (pl_snac_stage_rounds(x) > 0 ? 2 : 1);
-  x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
+  /* (device counts: unknown here, so always; a stager with nothing to stage returns at once) */
+  int grid = x->plan.lanes * (dcounts || pl_snac_stage_rounds(x) > 0 ? 2 : 1);
+  if (!dcounts) x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
   args.hdr = dp->hdr;
   args.scratch = dp->scratch;

@@ -33,6 +33,12 @@ void pl_cuda_fini(struct purlin_comm *comm);
 purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t *call, const void *send,
                             void *recv, int in_place, void *stream);
 
+/* opts.counts_on_device: `p` (V counts or displacements, argument `name` of `fn`) must be readable
+ * by this communicator's device (device, managed, or mapped pinned host memory).
+ * INVALID_ARGUMENT otherwise. Enqueues nothing (allowed during stream capture). */
+purlin_status_t pl_cuda_check_counts(struct purlin_comm *comm, const void *p, const char *fn,
+                                     const char *name);
+
 /* Peer-accessible device memory (cuMem, exported as POSIX fds, mapped by every rank). Collective;
  * the caller has checked that every rank asks for the same size. */
 purlin_status_t pl_cuda_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr);

@@ -53,6 +53,9 @@ typedef struct {
   const uint64_t *symtab;      /* PL_CUDA_MAX_SYMS entries of (1 + world) words: bytes, bases */
   pl_cuda_err_t *err;          /* device pointer of the pinned error record */
   uint64_t timeout_ns;
+  uint64_t zc_avail;           /* device counts (x.c.counts_dev): send lies in the purlin_mem_alloc
+                                  buffer x.sym_send with this many bytes from it; the kernel turns
+                                  zero copy on when the extent it derives fits (0: no) */
 } pl_cuda_args_t;
 
 /* One launcher per atom (kernel_<atom>.cu). */

@@ -9,6 +9,43 @@
 #error "define PL_CUDA_KERNEL_NAME and PL_CUDA_LAUNCH_NAME, include the atom and snac/snac.h first"
 #endif
 
+#include "vcounts.h"
+
+#ifndef PL_CUDA_KERNEL_BODY_ONCE
+#define PL_CUDA_KERNEL_BODY_ONCE
+/* Device counts (x.c.counts_dev, opts.counts_on_device), thread 0: sh->v holds the counts (and the
+ * displacements given) read from the caller's device memory, and x.c points at sh->v. Derives
+ * what the host derives from host counts (api.c's pl_check_v, cuda_dp.cu's pl_cuda_run):
+ * displacements, argument checks, in place, zero copy of send, the rounds limit. Every CTA of
+ * the call reaches the same verdict. 0, or a fatal status with sh->err_what set. */
+static __device__ int pl_dev_vcounts(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int have_sd,
+                                     int have_rd) {
+  pl_snac_t *x = &sh->x;
+  const pl_call_t *c = &x->c;
+  uint64_t sb, rb;
+  int ip;
+  const char *why = pl_v_derive(c->coll, c->world, c->rank, c->count, c->esize, sh->v, have_sd,
+                                have_rd, x->send, x->recv, &ip, &sb, &rb);
+  sh->err_peer = c->rank;
+  if (why) {
+    sh->err_what = why;
+    return PURLIN_ERR_INVALID_ARGUMENT;
+  }
+  x->in_place = ip;
+  if (c->coll == PL_COLL_ALL_GATHER_V) x->c.count = sh->v[2][c->rank]; /* sendcount: the room */
+  /* zero copy, as pl_cuda_run decides it for host counts: AllToAll in place must stage */
+  if (args->zc_avail && sb && sb <= args->zc_avail && !(c->coll == PL_COLL_ALL_TO_ALL_V && ip))
+    x->zc_send = 1;
+  if (pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2) {
+    sh->err_what = "a block needs > 2^24 rounds: raise PURLIN_STAGING_BYTES";
+    return PURLIN_ERR_UNSUPPORTED;
+  }
+  sh->err_peer = -1;
+  return 0;
+}
+#endif
+
+
 /* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTAs,
  * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). */
 static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
@@ -63,18 +100,30 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
 __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     PL_CUDA_KERNEL_NAME(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_cuda_sh_t sh;
-  __shared__ int aborted;
+  __shared__ int aborted, vst;
   const uint64_t *src = (const uint64_t *)&args.x;
   uint64_t *dst = (uint64_t *)&sh.x;
   for (unsigned i = threadIdx.x; i < sizeof(pl_snac_t) / 8; i += blockDim.x) dst[i] = src[i];
   for (unsigned i = threadIdx.x; i < 4 * PL_MAX_WORLD; i += blockDim.x)
     (&sh.v[0][0])[i] = (&args.v[0][0])[i];
   __syncthreads();
+  if (sh.x.c.counts_dev) { /* the caller's V counts, read from device memory (x.c: its pointers) */
+    unsigned w = (unsigned)sh.x.c.world;
+    for (unsigned i = threadIdx.x; i < 4 * w; i += blockDim.x) {
+      const uint64_t *q = i < w       ? sh.x.c.scounts
+                          : i < 2 * w ? sh.x.c.sdispls
+                          : i < 3 * w ? sh.x.c.rcounts
+                                      : sh.x.c.rdispls;
+      sh.v[i / w][i % w] = q ? q[i % w] : 0;
+    }
+    __syncthreads();
+  }
   if (threadIdx.x == 0) {
     int lanes = sh.x.plan.lanes;
     sh.x.epoch = *(volatile uint64_t *)&args.state->epoch;
     sh.x.lane = (int)blockIdx.x < lanes ? (int)blockIdx.x : (int)blockIdx.x - lanes;
     sh.x.hdr = args.hdr + (uint64_t)sh.x.lane * sh.x.c.world * pl_hdr_words(sh.x.c.world);
+    int have_sd = sh.x.c.sdispls != NULL, have_rd = sh.x.c.rdispls != NULL;
     sh.x.c.scounts = sh.v[0];
     sh.x.c.sdispls = sh.v[1];
     sh.x.c.rcounts = sh.v[2];
@@ -82,6 +131,7 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     sh.err = 0;
     sh.err_peer = -1;
     sh.err_what = NULL;
+    vst = sh.x.c.counts_dev ? pl_dev_vcounts(&args, &sh, have_sd, have_rd) : 0;
     /* A kernel queued behind a call that failed must not run: a peer that timed out may still be
      * reading the staging this call would overwrite. */
     aborted = pl_ld_acquire_sys(&pl_snac_ctrl(&sh.x, sh.x.c.rank)->abort) != 0;
@@ -96,6 +146,7 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   a.world = sh.x.c.world;
   a.sh = &sh;
   int st = aborted                              ? PURLIN_ERR_REMOTE
+           : vst                                ? vst
            : (int)blockIdx.x < sh.x.plan.lanes ? pl_snac_main(&a, &sh.x, sh.myhdr)
                                                : pl_snac_stage(&a, &sh.x);
   __syncthreads();

@@ -2,6 +2,8 @@
  *
  *   purlinrun -n N gpu_test [--quick] [--big] [--graph] [--seed S]     correctness (default)
  *   purlinrun -n N gpu_test --tiny                                     a few cases (sanitizers)
+ *   purlinrun -n N gpu_test --device-counts     V counts in device memory: eager, CUDA graph with
+ *                                               new counts per replay, MISMATCH between ranks
  *   purlinrun -n N gpu_test --fault mismatch                          MISMATCH on every rank
  *   purlinrun -n N gpu_test --fault kill                              rank N-1 dies mid-call
  *
@@ -367,6 +369,42 @@ static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, c
   }
 }
 
+/* --device-counts: V counts and displacements in device memory (opts.counts_on_device). The
+ * words of a case: [0] sendcounts, [1] sdispls, [2] recvcounts, [3] rdispls (72 each). */
+#define DCW 72
+static int g_devcounts;   /* eager V cases pass their counts in device memory */
+static size_t *g_cnt_dev; /* 4 * DCW words of device memory */
+static int g_perturb;     /* mismatch test: the last rank adds 1 to its recvcounts[0] */
+
+static void dev_counts_fill(const case_t *c, const lay_t *L, size_t h[4][DCW]) {
+  memset(h, 0, sizeof(size_t) * 4 * DCW);
+  for (int i = 0; i < g_world; i++) {
+    if (c->coll == C_A2AV) h[0][i] = L->sc[g_rank][i], h[1][i] = L->sd[g_rank][i];
+    if (c->coll == C_RSV) h[1][i] = L->vsd[i];
+    h[2][i] = L->rc[i];
+    h[3][i] = L->rd[i];
+  }
+  if (g_perturb && g_rank == g_world - 1) h[2][0]++;
+}
+
+/* A V collective with its counts at dbuf (device memory); AGV's sendcount is the room of send
+ * (elements), at least recvcounts[rank]. */
+static purlin_status_t launch_dev(const case_t *c, const void *s, void *r, size_t room,
+                                  purlin_opts_t *o, cudaStream_t st, size_t *dbuf) {
+  size_t *sc = dbuf, *sd = dbuf + DCW, *rc = dbuf + 2 * DCW, *rd = dbuf + 3 * DCW;
+  o->counts_on_device = 1;
+  switch (c->coll) {
+  case C_AGV:
+    return purlin_all_gather_v(s, room, r, rc, c->vdispl ? rd : NULL, c->dtype, g_comm, st, o);
+  case C_RSV:
+    return purlin_reduce_scatter_v(s, r, rc, c->vdispl ? sd : NULL, c->dtype, c->op, g_comm, st,
+                                   o);
+  default:
+    return purlin_all_to_all_v(s, sc, c->vdispl ? sd : NULL, r, rc, c->vdispl ? rd : NULL,
+                               c->dtype, g_comm, st, o);
+  }
+}
+
 static void run_case(const case_t *c) {
   lay_t *L = malloc(sizeof(lay_t));
   size_t es = pl_dtype_bytes(c->dtype);
@@ -386,7 +424,15 @@ static void run_case(const case_t *c) {
   CK(cudaMemsetAsync(base, SENTINEL, base_elems * es, g_stream));
   gen_fill(c, g_rank, 0, my_in, g_host_in);
   CK(cudaMemcpyAsync(send, g_host_in, my_in * es, cudaMemcpyHostToDevice, g_stream));
-  purlin_status_t st = launch(c, L, send, recv, &o, g_stream);
+  purlin_status_t st;
+  if (g_devcounts && coll_is_v(c->coll)) {
+    size_t h[4][DCW];
+    dev_counts_fill(c, L, h);
+    CK(cudaMemcpyAsync(g_cnt_dev, h, sizeof h, cudaMemcpyHostToDevice, g_stream));
+    st = launch_dev(c, send, recv, L->rc[g_rank], &o, g_stream, g_cnt_dev);
+  } else {
+    st = launch(c, L, send, recv, &o, g_stream);
+  }
   CK(cudaStreamSynchronize(g_stream));
   purlin_status_t ast = PURLIN_OK;
   purlin_comm_get_async_error(g_comm, &ast);
@@ -587,6 +633,167 @@ static void graph_test(void) {
   free(L);
 }
 
+/* ---- V counts in device memory (--device-counts) -------------------------------------------- */
+
+/* Eager: every V collective with counts in device memory, NULL and given displacements, latency
+ * and throughput sizes, staged and zero copy, in place and not. */
+static void devcounts_eager(void) {
+  static const size_t sizes[] = {1, 33, 1000, 4099, 300007, 1500000};
+  static const int bufs[] = {B_OUT_DD, B_OUT_MM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_DM};
+  static const int dtypes[] = {PURLIN_F32, PURLIN_BF16, PURLIN_I32};
+  double t0 = now_s();
+  uint64_t n0 = g_case_no;
+  g_devcounts = 1;
+  for (int coll = C_AGV; coll <= C_A2AV; coll++)
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+      for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) {
+        size_t n = sizes[si] >= 300007 ? sizes[si] / g_world : sizes[si];
+        int k = (int)(si + b);
+        add(coll, dtypes[k % 3], k % 2 ? PURLIN_MAX : PURLIN_SUM, k % 2, n, bufs[b], k % 2);
+      }
+  g_devcounts = 0;
+  if (g_rank == 0)
+    printf("gpu_test: device counts: %" PRIu64 " eager cases in %.1f s\n", g_case_no - n0,
+           now_s() - t0);
+}
+
+/* CUDA graph: the three V collectives (NULL and given displacements) captured once with their
+ * counts in device buffers; before each replay new counts are written into the same buffers
+ * (and new inputs), and every element of every output is checked. */
+static void devcounts_graph(void) {
+  enum { NV = 6, REPLAYS = 12 };
+  static const size_t sizes[] = {1000, 20000, 3, 0, 300007, 77, 4099, 150000};
+  const size_t nsz = sizeof sizes / sizeof sizes[0];
+  lay_t *L = malloc(sizeof(lay_t));
+  size_t room_in[NV] = {0}, room_out[NV] = {0}, agv_room[NV] = {0};
+  /* the buffers must hold every replay's extents: size them from all replays' layouts */
+  for (int rep = 0; rep < REPLAYS; rep++)
+    for (int i = 0; i < NV; i++) {
+      case_t k = {C_AGV + i / 2, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, i % 2, 0, 0};
+      k.count = sizes[(size_t)(rep + i) % nsz] / (sizes[(size_t)(rep + i) % nsz] > 5000 ? g_world : 1);
+      k.key = mix(g_seed * 104729 + (uint64_t)rep * 16 + (uint64_t)i);
+      layout(&k, L);
+      size_t in = L->send_elems[g_rank] * 4, out = L->recv_elems * 4;
+      if (in > room_in[i]) room_in[i] = in;
+      if (out > room_out[i]) room_out[i] = out;
+      if (k.coll == C_AGV && L->rc[g_rank] > agv_room[i]) agv_room[i] = L->rc[g_rank];
+    }
+  char *in[NV], *out[NV];
+  size_t *dcnt;
+  CK(cudaMalloc((void **)&dcnt, sizeof(size_t) * 4 * DCW * NV));
+  for (int i = 0; i < NV; i++) {
+    CK(cudaMalloc((void **)&in[i], room_in[i] + 256));
+    CK(cudaMalloc((void **)&out[i], room_out[i] + 256));
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  purlin_opts_t o = PURLIN_OPTS_INIT;
+  o.mode = PURLIN_DETERMINISTIC;
+  /* global mode, as torch.cuda.graph captures: the launch may make no unsafe CUDA call */
+  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < NV; i++) {
+    case_t k = {C_AGV + i / 2, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, i % 2, 0, 0};
+    purlin_status_t st = launch_dev(&k, in[i], out[i], agv_room[i], &o, g_stream,
+                                    dcnt + (size_t)i * 4 * DCW);
+    if (st) {
+      fail_line("device counts graph: capturing call %d: %s: %s", i, purlin_status_name(st),
+                purlin_comm_last_error(g_comm));
+      exit(1);
+    }
+  }
+  CK(cudaStreamEndCapture(g_stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  int bad_replays = 0;
+  for (int rep = 0; rep < REPLAYS; rep++) {
+    case_t k[NV];
+    for (int i = 0; i < NV; i++) {
+      case_t t = {C_AGV + i / 2, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, i % 2, 0, 0};
+      t.count = sizes[(size_t)(rep + i) % nsz] / (sizes[(size_t)(rep + i) % nsz] > 5000 ? g_world : 1);
+      t.key = mix(g_seed * 104729 + (uint64_t)rep * 16 + (uint64_t)i);
+      k[i] = t;
+      layout(&k[i], L);
+      size_t h[4][DCW];
+      dev_counts_fill(&k[i], L, h);
+      CK(cudaMemcpy(dcnt + (size_t)i * 4 * DCW, h, sizeof h, cudaMemcpyHostToDevice));
+      gen_fill(&k[i], g_rank, 0, L->send_elems[g_rank], g_host_in);
+      CK(cudaMemcpy(in[i], g_host_in, L->send_elems[g_rank] * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemset(out[i], SENTINEL, room_out[i] + 256));
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaGraphLaunch(exec, g_stream));
+    CK(cudaStreamSynchronize(g_stream));
+    purlin_status_t ast = PURLIN_OK;
+    purlin_comm_get_async_error(g_comm, &ast);
+    if (ast) {
+      fail_line("device counts graph: replay %d: %s: %s", rep, purlin_status_name(ast),
+                purlin_comm_last_error(g_comm));
+      exit(1);
+    }
+    int bad = 0;
+    for (int i = 0; i < NV; i++) {
+      layout(&k[i], L);
+      CK(cudaMemcpy(g_host_got, out[i], room_out[i] + 256, cudaMemcpyDeviceToHost));
+      expected(&k[i], L, g_host_exp, NULL);
+      /* past this replay's extent the sentinel stays */
+      memset(g_host_exp + L->recv_elems * 4, SENTINEL, room_out[i] + 256 - L->recv_elems * 4);
+      if (memcmp(g_host_got, g_host_exp, room_out[i] + 256)) {
+        char d[160];
+        describe(&k[i], d, sizeof d);
+        fail_line("device counts graph: replay %d, call %d (%s): output differs", rep, i, d);
+        compare(&k[i], L, g_host_got, g_host_exp, 0, (room_out[i] + 256) / 4);
+        bad++;
+      }
+    }
+    if (bad) bad_replays++;
+    else g_pass++;
+  }
+  if (g_rank == 0)
+    printf("gpu_test: device counts: graph of %d V calls, %d replays with new counts, %d bad\n",
+           NV, REPLAYS, bad_replays);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (int i = 0; i < NV; i++) cudaFree(in[i]), cudaFree(out[i]);
+  cudaFree(dcnt);
+  free(L);
+}
+
+/* Ranks disagree on device counts: the last rank adds one to its recvcounts[0]; every rank gets
+ * MISMATCH (found in the SNAC header on the device), and the communicator stays usable. */
+static void devcounts_mismatch(void) {
+  if (g_world < 2) return;
+  for (int coll = C_AGV; coll <= C_A2AV; coll++) {
+    size_t n = coll == C_A2AV ? 20000 : 300; /* throughput and latency */
+    case_t c = {coll, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, coll == C_RSV, n, 0};
+    c.key = mix(g_seed * 7 + (uint64_t)coll);
+    lay_t *L = malloc(sizeof(lay_t));
+    layout(&c, L);
+    size_t h[4][DCW];
+    g_perturb = 1;
+    dev_counts_fill(&c, L, h);
+    g_perturb = 0;
+    CK(cudaMemcpyAsync(g_cnt_dev, h, sizeof h, cudaMemcpyHostToDevice, g_stream));
+    purlin_opts_t o = PURLIN_OPTS_INIT;
+    purlin_status_t st = launch_dev(&c, g_dev[0], g_dev[1], L->rc[g_rank] + 1, &o, g_stream,
+                                    g_cnt_dev), ast = PURLIN_OK;
+    CK(cudaStreamSynchronize(g_stream));
+    purlin_comm_get_async_error(g_comm, &ast);
+    if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH) {
+      fail_line("device counts mismatch (%s): launch %s, async %s (expected OK, MISMATCH): %s",
+                k_coll[coll], purlin_status_name(st), purlin_status_name(ast),
+                purlin_comm_last_error(g_comm));
+    } else {
+      g_pass++;
+      if (g_rank == 0)
+        printf("gpu_test: device counts mismatch reported: %s\n", purlin_comm_last_error(g_comm));
+    }
+    free(L);
+    /* still usable */
+    g_devcounts = 1;
+    add(coll, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0);
+    g_devcounts = 0;
+  }
+}
+
 /* ---- faults ---------------------------------------------------------------------------------- */
 
 static int fault_mismatch(void) {
@@ -658,18 +865,19 @@ static int fault_kill(int timeout_ms) {
 /* ---- main ------------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
-  int quick = 0, big = 0, graph = 0, tiny_only = 0;
+  int quick = 0, big = 0, graph = 0, tiny_only = 0, devcounts = 0;
   const char *fault = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--big")) big = 1;
     else if (!strcmp(argv[i], "--graph")) graph = 1;
     else if (!strcmp(argv[i], "--tiny")) tiny_only = 1;
+    else if (!strcmp(argv[i], "--device-counts")) devcounts = 1;
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
     else {
-      fprintf(stderr, "usage: gpu_test [--quick|--tiny] [--big] [--graph] [--seed S] "
-                      "[--fault mismatch|kill]\n");
+      fprintf(stderr, "usage: gpu_test [--quick|--tiny|--device-counts] [--big] [--graph] "
+                      "[--seed S] [--fault mismatch|kill]\n");
       return 2;
     }
   }
@@ -707,6 +915,7 @@ int main(int argc, char **argv) {
   g_host_exp = malloc(g_pool_bytes);
   g_host_in = malloc(g_pool_bytes);
   for (int r = 0; r < g_world; r++) g_gen[r] = malloc((size_t)CHUNK * 8);
+  CK(cudaMalloc((void **)&g_cnt_dev, sizeof(size_t) * 4 * DCW));
   if (g_rank == 0)
     printf("gpu_test: %d ranks, %d devices, init %.2f s\n", g_world, ndev, now_s() - t0);
   int rc = 0;
@@ -718,6 +927,10 @@ int main(int argc, char **argv) {
     printf("gpu_test: rank %d: %ld passed, %ld failed\n", g_rank, g_pass, g_fail);
     fflush(stdout);
     _exit(rc || g_fail ? 1 : 0); /* the communicator is aborted; skip the collective frees */
+  } else if (devcounts) {
+    devcounts_eager();
+    devcounts_graph();
+    devcounts_mismatch();
   } else if (tiny_only) {
     tiny();
   } else {

@@ -110,7 +110,7 @@ run() {
   if [ "$result" != PASS ]; then
     grep -E 'FAIL|error|ERROR|purlinrun' "$log" | head -15
   fi
-  grep -E '^gpu_test: (matrix|graph|mismatch)|peer killed' "$log" | head -6
+  grep -E '^gpu_test: (matrix|graph|mismatch|device counts)|peer killed' "$log" | head -6
 }
 
 for w in $WORLDS; do
@@ -122,6 +122,7 @@ for w in $WORLDS; do
   esac
 done
 run mismatch 3 60 -- --fault mismatch
+run device-counts 4 150 -- --device-counts   # V counts in device memory: eager, graph, MISMATCH
 run kill 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 run kill 8 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 if BUILD=$BUILD OUT=$LOGS ARCH=$ARCH bash "$ROOT/tests/gpu/examples.sh"; then ex=PASS; else ex=FAIL; fi; ROWS+=("$(printf '%-16s %5s  %-12s %8s %8s %6s' examples 2,4 "$ex" - - -)")

@@ -430,6 +430,8 @@ static purlin_status_t call_coll(const case_t *c, purlin_comm_t comm, const void
                                  const layout_t *L) {
   purlin_opts_t o = PURLIN_OPTS_INIT;
   o.mode = c->mode ? PURLIN_DETERMINISTIC : PURLIN_NONDETERMINISTIC;
+  /* host datapath: counts "on the device" are host memory readable when the call runs */
+  o.counts_on_device = getenv("COLL_TEST_COUNTS_ON_DEVICE") != NULL;
   purlin_dtype_t dt = (purlin_dtype_t)c->dtype;
   purlin_op_t op = (purlin_op_t)c->op;
   switch (c->coll) {

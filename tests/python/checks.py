@@ -834,6 +834,63 @@ def cuda_device_counts_capturable(c):
 
 
 @check("cuda")
+def cuda_all_to_all_v_device_splits_graph(c):
+    """all_to_all_v with splits in device memory captured in torch.cuda.graph: new splits are
+    written into the same tensors between replays, and every replay's output is checked."""
+    torch = _torch()
+    dev = purlin.device()
+    W, r = c.world, c.rank
+    cap = 64 * W  # room of x and out, in elements
+
+    def splits(k):  # k-th configuration: rank s sends sc(s, p) elements to rank p
+        return [[(3 * s + 5 * p + 7 * k) % 11 + (k % 3) * 9 for p in range(W)] for s in range(W)]
+
+    sc = torch.zeros(W, dtype=torch.int64, device=dev)
+    rc = torch.zeros(W, dtype=torch.int64, device=dev)
+    x = torch.zeros(cap, device=dev)
+    out = torch.zeros(cap, device=dev)
+
+    def load(k):
+        m = splits(k)
+        sc.copy_(torch.tensor(m[r], dtype=torch.int64))
+        rc.copy_(torch.tensor([m[p][r] for p in range(W)], dtype=torch.int64))
+        n = sum(m[r])
+        x.zero_()
+        x[:n] = torch.arange(n, dtype=torch.float32, device=dev) + 1000 * r
+        out.fill_(-1.0)
+        want = []
+        for p in range(W):  # rank p's block for me starts at sum(m[p][:r]) of its x
+            off = sum(m[p][:r])
+            want.append(torch.arange(off, off + m[p][r], dtype=torch.float32) + 1000 * p)
+        return torch.cat(want)
+
+    load(0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture, as torch asks
+        purlin.all_to_all_v(x, sc, rc, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        purlin.all_to_all_v(x, sc, rc, out=out)
+    for k in range(1, 6):
+        want = load(k)
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        got = out.cpu()
+        assert torch.equal(got[:want.numel()], want), "replay %d: %s, expected %s" % (
+            k, got[:want.numel()], want)
+        assert bool((got[want.numel():] == -1.0).all()), "replay %d wrote past its blocks" % k
+    # the splits must be int64 and contiguous, on this device
+    expect_raises(TypeError, lambda: purlin.all_to_all_v(x, sc.int(), rc.int(), out=out), "int64")
+    two = torch.zeros(2 * W, dtype=torch.int64, device=dev)
+    expect_raises(ValueError, lambda: purlin.all_to_all_v(x, two[::2], two[1::2], out=out),
+                  "contiguous")
+
+
+@check("cuda")
 def cuda_streams_peer_memory_and_errors(c):
     torch = _torch()
     dev = purlin.device()

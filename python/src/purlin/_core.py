@@ -100,11 +100,12 @@ def get_unique_id():
     return _C.get_unique_id()
 
 
-# The C library reads V counts in device memory (opts.counts_on_device) only once the GPU datapath
-# implements it (docs/api.md, "Not yet"): until then counts given as device tensors are copied to
-# the host first (a synchronisation: such calls cannot be captured in a CUDA graph). The code path
-# that passes them to the GPU is kept and turned on here.
-DEVICE_COUNTS = False
+# V counts (splits) given as CUDA tensors (int64, contiguous, on the communicator's device) are
+# passed to the C library as device pointers with opts.counts_on_device: the kernel reads them at
+# its start, nothing is copied to the host (no synchronisation), so such calls can be captured in
+# a CUDA graph and the counts changed in place between replays. False: copy them to the host first
+# (the old behaviour, kept for comparison).
+DEVICE_COUNTS = True
 
 
 class _DeviceCounts:
