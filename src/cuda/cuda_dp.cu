@@ -143,11 +143,15 @@ struct pl_cuda_dp {
   cudaStream_t abort_stream;
 };
 
-/* The atoms built into this library. */
+/* The atoms built into this library, oldest first, with the compute capability (x100) each
+ * needs (docs/gpu.md, "Atoms"). */
 static const struct {
-  int atom;
+  int atom, min_cc;
   pl_cuda_launch_fn launch;
-} pl_atoms[] = {{700, pl_cuda_launch_700}};
+} pl_atoms[] = {{700, 0, pl_cuda_launch_700},
+                {800, 800, pl_cuda_launch_800},
+                {900, 900, pl_cuda_launch_900},
+                {1000, 1000, pl_cuda_launch_1000}};
 
 /* Run with comm->device current; restores the caller's device. */
 typedef struct {
@@ -330,20 +334,34 @@ static purlin_status_t pl_check_peers(struct purlin_comm *comm) {
   return pl_agree(comm, local, "init: peer access");
 }
 
+/* PURLIN_ATOM=auto: the newest atom for the compute capability (1000 on 10.x only: later
+ * generations get 900's code, JIT-compiled from the newest PTX). A forced atom the device cannot
+ * run (or "ce", not built yet) logs a WARN and falls back to auto's choice: atoms differ only in
+ * how bytes move, so ranks with different atoms still agree. */
 static int pl_pick_atom(struct purlin_comm *comm, int major, int minor) {
   const char *want = pl_param_str(PL_PARAM_ATOM);
-  int cc = major * 100 + minor * 10, req;
-  if (!strcmp(want, "auto") || !want[0]) req = cc >= 1000 ? 1000 : cc >= 900 ? 900 : cc >= 800 ? 800 : 700;
-  else req = atoi(want); /* "ce" -> 0: not built */
-  for (size_t i = 0; i < sizeof pl_atoms / sizeof pl_atoms[0]; i++)
-    if (pl_atoms[i].atom == req) {
-      comm->cuda->launch = pl_atoms[i].launch;
-      return req;
-    }
-  if (strcmp(want, "auto") != 0 && want[0])
-    PL_WARN("PURLIN_ATOM=%s: that atom is not built yet; using atom 700", want);
-  comm->cuda->launch = pl_cuda_launch_700;
-  return 700;
+  int cc = major * 100 + minor * 10, n = (int)(sizeof pl_atoms / sizeof pl_atoms[0]), pick = 0;
+  for (int i = 0; i < n; i++)
+    if (pl_atoms[i].min_cc <= cc && (pl_atoms[i].atom != 1000 || cc < 1100)) pick = i;
+  if (want[0] && strcmp(want, "auto") != 0) {
+    int req = atoi(want), found = -1; /* "ce" -> 0 */
+    for (int i = 0; i < n; i++)
+      if (pl_atoms[i].atom == req) found = i;
+    if (!strcmp(want, "ce"))
+      PL_WARN("PURLIN_ATOM=ce: the copy-engine atom is not built yet (docs/gpu.md); using atom %d",
+              pl_atoms[pick].atom);
+    else if (found < 0)
+      PL_WARN("PURLIN_ATOM=%s: no such atom (700, 800, 900, 1000, ce); using atom %d", want,
+              pl_atoms[pick].atom);
+    else if (pl_atoms[found].min_cc > cc)
+      PL_WARN("PURLIN_ATOM=%s: needs compute capability %d.%d, device %d is sm_%d%d; using atom %d",
+              want, pl_atoms[found].min_cc / 100, pl_atoms[found].min_cc / 10 % 10, comm->device,
+              major, minor, pl_atoms[pick].atom);
+    else
+      pick = found;
+  }
+  comm->cuda->launch = pl_atoms[pick].launch;
+  return pl_atoms[pick].atom;
 }
 
 extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging_bytes) {

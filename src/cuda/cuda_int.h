@@ -61,5 +61,8 @@ typedef struct {
 /* One launcher per atom (kernel_<atom>.cu). */
 typedef cudaError_t (*pl_cuda_launch_fn)(const pl_cuda_args_t *args, int grid, cudaStream_t s);
 cudaError_t pl_cuda_launch_700(const pl_cuda_args_t *args, int grid, cudaStream_t s);
+cudaError_t pl_cuda_launch_800(const pl_cuda_args_t *args, int grid, cudaStream_t s);
+cudaError_t pl_cuda_launch_900(const pl_cuda_args_t *args, int grid, cudaStream_t s);
+cudaError_t pl_cuda_launch_1000(const pl_cuda_args_t *args, int grid, cudaStream_t s);
 
 #endif

@@ -10,6 +10,7 @@
 #   ARCH=90           CMAKE_CUDA_ARCHITECTURES (default: 90)
 #   WORLDS="2 3 4 8"  world sizes of the correctness runs
 #   SKIP_BUILD=1      reuse an existing build
+#   ATOMS="700 800"  atoms forced in the per-atom runs (default: 700 800 900 ce)
 #   SANITIZE=1        also compute-sanitizer memcheck and racecheck on a few cases (world 2, no MPS)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -120,6 +121,11 @@ for w in $WORLDS; do
     8) run correct "$w" 180 -- --quick --big --graph ;;
     *) run correct "$w" 150 -- --quick --graph ;;
   esac
+done
+# every atom, forced (docs/gpu.md "Atoms"; ce falls back to the default atom with a WARN until it
+# is built), at one small world
+for a in ${ATOMS:-700 800 900 ce}; do
+  run "atom-$a" 4 150 PURLIN_ATOM="$a" -- --quick --graph
 done
 run mismatch 3 60 -- --fault mismatch
 run device-counts 4 150 -- --device-counts   # V counts in device memory: eager, graph, MISMATCH
