@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,11 @@ struct pl_cuda_dp {
   uint32_t mis_seen;
   int fatal_seen;
   cudaStream_t abort_stream;
+  /* liveness watchdog (pl_cuda_watch): a thread polling the peers' pidfds */
+  pthread_t watch;
+  int watch_on, watch_pipe[2];
+  int dead[PL_MAX_WORLD]; /* set by the watchdog (atomics): that rank's process has ended */
+  int dead_rank;          /* the first rank seen dead, -1 */
 };
 
 /* The atoms built into this library, oldest first, with the compute capability (x100) each
@@ -364,6 +370,10 @@ static int pl_pick_atom(struct purlin_comm *comm, int major, int minor) {
   return pl_atoms[pick].atom;
 }
 
+static void pl_cuda_watch_start(struct purlin_comm *comm);
+static void pl_cuda_watch_stop(struct purlin_comm *comm);
+static purlin_status_t pl_cuda_broken(struct purlin_comm *comm);
+
 extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging_bytes) {
   purlin_status_t st;
   pl_devguard_t g;
@@ -461,6 +471,7 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
             comm->device, prop.name, prop.major, prop.minor, dp->atom,
             (unsigned long long)dp->ws.size, comm->world);
   } while (0);
+  if (!st) pl_cuda_watch_start(comm);
   pl_dev_leave(comm, &g);
   return st;
 }
@@ -469,6 +480,7 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   struct pl_cuda_dp *dp = comm->cuda;
   pl_devguard_t g;
   if (!dp) return;
+  pl_cuda_watch_stop(comm);
   pl_dev_enter(comm, &g);
   cudaDeviceSynchronize(); /* nothing of ours may run on memory about to go */
   (void)cudaGetLastError();
@@ -585,6 +597,11 @@ static purlin_status_t pl_cuda_fatal(struct purlin_comm *comm) {
     int why = -(int)(info >> 32 & 0xff);
     char blame[48] = "";
     if (culprit >= 0) snprintf(blame, sizeof blame, " on rank %d", culprit);
+    if (why == PURLIN_ERR_REMOTE && who == culprit && who >= 0 && who < comm->world)
+      return pl_comm_fail(comm, st,
+                          "%s (call #%llu): rank %d (pid %d) died: its process ended while the "
+                          "communicator was in use",
+                          coll, call, who, (int)comm->pids[who]);
     return pl_comm_fail(comm, st, "%s (call #%llu): rank %d aborted the communicator (%s%s)", coll,
                         call, who, purlin_status_name((purlin_status_t)why), blame);
   }
@@ -597,6 +614,8 @@ extern "C" purlin_status_t pl_cuda_async_error(struct purlin_comm *comm) {
   if (!dp || !dp->err_host) return PURLIN_OK;
   const pl_cuda_err_t *e = dp->err_host;
   if (e->status) return pl_cuda_fatal(comm);
+  purlin_status_t bst = pl_cuda_broken(comm);
+  if (bst) return bst;
   uint32_t seq = e->mis_seq;
   if (seq == dp->mis_seen) return PURLIN_OK;
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -619,12 +638,101 @@ extern "C" void pl_cuda_abort(struct purlin_comm *comm, unsigned long long abort
   pl_dev_enter(comm, &g);
   for (int r = 0; r < comm->world; r++) {
     pl_ctrl_t *c = (pl_ctrl_t *)comm->ws[r];
+    /* not into a dead rank's memory: under MPS it went with the process, and a copy there would
+     * poison this process's CUDA context */
+    if (__atomic_load_n(&dp->dead[r], __ATOMIC_ACQUIRE)) continue;
     cudaMemcpyAsync(&c->abort_info, &info, 8, cudaMemcpyHostToDevice, dp->abort_stream);
     cudaMemcpyAsync(&c->abort, &one, 8, cudaMemcpyHostToDevice, dp->abort_stream);
   }
   cudaStreamSynchronize(dp->abort_stream);
   (void)cudaGetLastError();
   pl_dev_leave(comm, &g);
+}
+
+/* ---- liveness watchdog ------------------------------------------------------------------------
+ * A kernel cannot see a peer process die: without help, survivors wait for its flags until their
+ * deadline (PURLIN_TIMEOUT_MS). This thread polls the peers' pidfds (the host datapath checks them
+ * in its waits) and, when one becomes readable, raises the abort word of every live rank with the
+ * dead rank as the culprit, so that every survivor's kernel stops within microseconds and reports
+ * REMOTE naming the dead rank (NCCL's proxy thread watches its peers' sockets for the same end). */
+static void *pl_cuda_watch(void *arg) {
+  struct purlin_comm *comm = (struct purlin_comm *)arg;
+  struct pl_cuda_dp *dp = comm->cuda;
+  struct pollfd pfd[PL_MAX_WORLD + 1];
+  int who[PL_MAX_WORLD + 1], n = 0;
+  pfd[n].fd = dp->watch_pipe[0];
+  pfd[n].events = POLLIN;
+  who[n++] = -1;
+  for (int r = 0; r < comm->world; r++)
+    if (r != comm->rank && comm->pidfds[r] >= 0) {
+      pfd[n].fd = comm->pidfds[r];
+      pfd[n].events = POLLIN;
+      who[n++] = r;
+    }
+  for (;;) {
+    int k = poll(pfd, (nfds_t)n, -1);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 || pfd[0].revents) return NULL; /* stopped by pl_cuda_watch_stop */
+    for (int i = 1; i < n; i++)
+      if (pfd[i].revents) __atomic_store_n(&dp->dead[who[i]], 1, __ATOMIC_RELEASE);
+    for (int i = 1; i < n; i++)
+      if (pfd[i].revents) {
+        int d = who[i];
+        __atomic_store_n(&dp->dead_rank, d, __ATOMIC_RELEASE);
+        PL_WARN("rank %d (pid %d) has died: aborting the communicator", d, (int)comm->pids[d]);
+        pl_cuda_abort(comm, (unsigned long long)(d + 1) | (unsigned long long)(d + 1) << 16 |
+                                (unsigned long long)(-PURLIN_ERR_REMOTE & 0xff) << 32);
+        return NULL; /* the communicator is aborted: nothing more to watch */
+      }
+  }
+}
+
+static void pl_cuda_watch_start(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  dp->dead_rank = -1;
+  if (comm->world < 2 || pipe(dp->watch_pipe) != 0) return;
+  if (pthread_create(&dp->watch, NULL, pl_cuda_watch, comm) != 0) {
+    close(dp->watch_pipe[0]);
+    close(dp->watch_pipe[1]);
+    PL_WARN("no liveness watchdog (pthread_create failed): a dead peer is seen at the deadline");
+    return;
+  }
+  dp->watch_on = 1;
+}
+
+static void pl_cuda_watch_stop(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  if (!dp->watch_on) return;
+  char c = 1;
+  if (write(dp->watch_pipe[1], &c, 1) != 1) PL_WARN("watchdog: cannot wake it: %s", strerror(errno));
+  pthread_join(dp->watch, NULL);
+  close(dp->watch_pipe[0]);
+  close(dp->watch_pipe[1]);
+  dp->watch_on = 0;
+}
+
+/* After a CUDA call failed in this process: if the context is broken (a sticky error, as when a
+ * dead peer's memory vanished under a running kernel under MPS), the communicator is unusable;
+ * name the dead peer if there is one. 0 if the context is fine. */
+static purlin_status_t pl_cuda_broken(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  cudaError_t e = cudaStreamQuery(dp->abort_stream);
+  if (e == cudaSuccess || e == cudaErrorNotReady) return PURLIN_OK;
+  comm->aborted = 1;
+  int d = __atomic_load_n(&dp->dead_rank, __ATOMIC_ACQUIRE);
+  for (int r = 0; d < 0 && r < comm->world; r++) { /* the watchdog may not have woken yet */
+    struct pollfd p = {comm->pidfds[r], POLLIN, 0};
+    if (r != comm->rank && p.fd >= 0 && poll(&p, 1, 0) == 1) d = r;
+  }
+  if (!comm->async_error) comm->async_error = d >= 0 ? PURLIN_ERR_REMOTE : PURLIN_ERR_CUDA;
+  if (d >= 0)
+    return pl_comm_fail(comm, PURLIN_ERR_REMOTE,
+                        "rank %d (pid %d) died, and this process's CUDA context failed with it (%s: "
+                        "under MPS a dead process's memory is unmapped everywhere); the context is "
+                        "unusable: end this process",
+                        d, (int)comm->pids[d], cudaGetErrorString(e));
+  return pl_comm_fail(comm, PURLIN_ERR_CUDA, "the CUDA context failed (%s); it is unusable",
+                      cudaGetErrorString(e));
 }
 
 /* ---- one call --------------------------------------------------------------------------------- */
@@ -665,6 +773,13 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   pl_cuda_args_t args;
   pl_snac_t *x = &args.x;
   if (dp->err_host->status) return pl_cuda_fatal(comm);
+  int dead = __atomic_load_n(&dp->dead_rank, __ATOMIC_ACQUIRE);
+  if (dead >= 0) {
+    comm->aborted = 1;
+    if (!comm->async_error) comm->async_error = PURLIN_ERR_REMOTE;
+    return pl_comm_fail(comm, PURLIN_ERR_REMOTE, "%s: rank %d (pid %d) died: the communicator is "
+                        "aborted", pl_coll_name(call->coll), dead, (int)comm->pids[dead]);
+  }
   memset(&args, 0, sizeof args);
   x->c = *call;
   /* device counts: x->c keeps the caller's device pointers; the kernel reads them (vcounts.h) */

@@ -10,6 +10,8 @@
 
 /* Threads of one worker group (CTA). */
 #define PL_CUDA_THREADS 512
+/* Received headers kept in shared memory up to this many words (8 KiB: worlds up to 17). */
+#define PL_CUDA_SH_HDR_WORDS 1024
 /* Capacity of the device table of purlin_mem_alloc buffers. */
 #define PL_CUDA_MAX_SYMS 1024
 /* A CTA stopped because another CTA of its call failed (not an error of its own). */
