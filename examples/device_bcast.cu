@@ -98,7 +98,10 @@ int main(void) {
     PK(purlin_device_handle(comm, buf, bytes, &h));
     for (int root = 0; root < world; root++) {
       for (size_t i = 0; i < bytes; i++) host[i] = rank == root ? pat(i, root, bytes) : 0xee;
-      CK(cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice));
+      /* on the kernel's stream: a cudaMemcpy from pageable memory may return before its DMA
+       * lands, and the legacy stream does not order a non-blocking one */
+      CK(cudaMemcpyAsync(buf, host, bytes, cudaMemcpyHostToDevice, st));
+      CK(cudaStreamSynchronize(st));
       bcast_kernel<<<grid, 512, 0, st>>>(h, root);
       CK(cudaStreamSynchronize(st));
       CK(cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost));

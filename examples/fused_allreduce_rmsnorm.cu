@@ -305,6 +305,9 @@ int main(int argc, char **argv) {
       CK(cudaMemset(c.ar, 0xff, n * 2));
       CK(cudaMemset(c.ref_out, 0xff, n * 2));
       CK(cudaMemset(c.ref_hres, 0xff, n * 2));
+      /* pageable copies and memsets on the legacy stream may still be landing: the kernels run
+       * on a non-blocking stream, and peers read c.sym once this rank's first kernel runs */
+      CK(cudaDeviceSynchronize());
       run_unfused(&c, tokens, hidden);
       CK(cudaStreamSynchronize(c.st));
       size_t bad1 = check(&c, 0, tokens, hidden, hbuf), bad2 = check(&c, 1, tokens, hidden, hbuf);

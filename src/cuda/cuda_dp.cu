@@ -720,9 +720,19 @@ static purlin_status_t pl_cuda_broken(struct purlin_comm *comm) {
   if (e == cudaSuccess || e == cudaErrorNotReady) return PURLIN_OK;
   comm->aborted = 1;
   int d = __atomic_load_n(&dp->dead_rank, __ATOMIC_ACQUIRE);
-  for (int r = 0; d < 0 && r < comm->world; r++) { /* the watchdog may not have woken yet */
-    struct pollfd p = {comm->pidfds[r], POLLIN, 0};
-    if (r != comm->rank && p.fd >= 0 && poll(&p, 1, 0) == 1) d = r;
+  if (d < 0) { /* the fault can come while the dead process is still exiting: give it 3 s */
+    struct pollfd p[PL_MAX_WORLD];
+    int who[PL_MAX_WORLD], n = 0;
+    for (int r = 0; r < comm->world; r++)
+      if (r != comm->rank && comm->pidfds[r] >= 0) {
+        p[n].fd = comm->pidfds[r];
+        p[n].events = POLLIN;
+        p[n].revents = 0;
+        who[n++] = r;
+      }
+    if (n && poll(p, (nfds_t)n, 3000) > 0)
+      for (int i = 0; i < n && d < 0; i++)
+        if (p[i].revents) d = who[i];
   }
   if (!comm->async_error) comm->async_error = d >= 0 ? PURLIN_ERR_REMOTE : PURLIN_ERR_CUDA;
   if (d >= 0)
