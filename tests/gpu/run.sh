@@ -12,6 +12,7 @@
 #   SKIP_BUILD=1      reuse an existing build
 #   ATOMS="700 800"  atoms forced in the per-atom runs (default: 700 800 900 ce)
 #   SANITIZE=1        also compute-sanitizer memcheck and racecheck on a few cases (world 2, no MPS)
+#   SAN_LIMIT=300     seconds allowed to each sanitizer run
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -142,7 +143,7 @@ if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     printf '#!/bin/sh\nexec compute-sanitizer --tool %s --error-exitcode 3 %s "$@"\n' "$tool" \
       "$REAL_TEST" > "$TEST"
     chmod +x "$TEST"
-    run "$tool" 2 300 PURLIN_TIMEOUT_MS=60000 -- --tiny
+    run "$tool" 2 "${SAN_LIMIT:-300}" PURLIN_TIMEOUT_MS=60000 -- --tiny
   done
   TEST=$REAL_TEST
 fi
