@@ -48,7 +48,7 @@ fi
 # ---- build ----------------------------------------------------------------------------------------
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   say "building in $BUILD (sm_$ARCH)"
-  if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPURLIN_TESTS=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$ARCH" > "$LOGS/configure.log" 2>&1; then
     tail -30 "$LOGS/configure.log"; echo "run.sh: configure failed"; exit 1
   fi
