@@ -22,7 +22,8 @@
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
   X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \
   X(DISABLE_MULTIMEM, INT, "1", "never use NVLink multicast (must stay 1 on shared machines)")    \
-  X(ATOM, STR, "auto", "GPU atom: auto, 700, 800, 900, 1000, ce")
+  X(ATOM, STR, "auto", "GPU atom: auto, 700, 800, 900, 1000, ce")                               \
+  X(PROFILE, INT, "0", "CUDA: time SNAC's phases per call, print the means at destroy")
 
 typedef enum {
 #define PL_PARAM_ENUM_(id, kind, def, doc) PL_PARAM_##id,

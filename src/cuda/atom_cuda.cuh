@@ -40,7 +40,17 @@ typedef struct {
   const uint64_t *symtab;
   int world;
   pl_cuda_sh_t *sh;
+  uint64_t *prof;     /* PURLIN_PROFILE, main lane 0 only: the call's phase stamps; else NULL */
 } pl_atom_t;
+/* SNAC's phase boundaries (snac.h), for PURLIN_PROFILE */
+#ifdef __CUDA_ARCH__
+#define PL_SNAC_STAMP(a, i)                                                                        \
+  do {                                                                                             \
+    if ((a)->prof && threadIdx.x == 0) (a)->prof[i] = pl_globaltimer();                          \
+  } while (0)
+#else
+#define PL_SNAC_STAMP(a, i) ((void)0) /* the host pass of SNAC's __host__ __device__ code */
+#endif
 
 #define PL_DEV static __device__ __forceinline__
 

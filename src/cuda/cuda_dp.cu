@@ -484,6 +484,18 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   pl_dev_enter(comm, &g);
   cudaDeviceSynchronize(); /* nothing of ours may run on memory about to go */
   (void)cudaGetLastError();
+  pl_cuda_state_t ps;
+  if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
+      cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess && ps.prof_calls) {
+    double n = (double)ps.prof_calls;
+    fprintf(stderr,
+            "purlin profile: rank %d/%d: %llu calls, mean us per call: launch gap %.2f, prologue "
+            "%.2f, notify %.2f, agree %.2f, consume %.2f, epilogue %.2f\n",
+            comm->rank, comm->world, (unsigned long long)ps.prof_calls, ps.prof_sum[0] / n / 1e3,
+            ps.prof_sum[1] / n / 1e3, ps.prof_sum[2] / n / 1e3, ps.prof_sum[3] / n / 1e3,
+            ps.prof_sum[4] / n / 1e3, ps.prof_sum[5] / n / 1e3);
+  }
+  (void)cudaGetLastError();
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
     if (dp->syms[i].reserved || dp->syms[i].h[comm->rank]) pl_vmm_free(dp, &dp->syms[i], comm->world);
   pl_vmm_free(dp, &dp->ws, comm->world);
@@ -850,6 +862,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.symtab = dp->symtab;
   args.err = dp->err_dev;
   args.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  args.prof = pl_param_int(PL_PARAM_PROFILE) > 0;
   pl_dev_enter(comm, &g);
   cudaError_t e = dp->launch(&args, grid, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);

@@ -17,6 +17,9 @@
 /* A CTA stopped because another CTA of its call failed (not an error of its own). */
 #define PL_CUDA_STOP_SIBLING 1
 
+/* Profile phases: launch gap (previous call's end to this one's start), prologue, notify (header
+ * and packets pushed), agree (headers received and checked), consume, epilogue. */
+#define PL_PROF_N 6
 /* Per communicator, in device memory. The epoch lives here, not in kernel arguments, so that a
  * captured CUDA graph replays correctly (reference/purlin.md section 2). */
 typedef struct {
@@ -25,6 +28,11 @@ typedef struct {
   int32_t err_claim;   /* the first fatal error wins the error record (atomicCAS here, in device
                           memory: atomics on mapped host memory are not portable) */
   uint32_t pad[12];
+  /* PURLIN_PROFILE=1: main lane 0's thread 0 stamps %globaltimer at the phase boundaries of every
+   * call and adds the deltas here (docs/tuning.md); printed at destroy */
+  uint64_t prof_last_exit;        /* end of the previous call */
+  uint64_t prof_calls;
+  uint64_t prof_sum[PL_PROF_N];   /* ns per phase, summed over calls */
 } pl_cuda_state_t;
 
 /* The device's error record, in mapped pinned host memory so that the host reads it without a
@@ -55,6 +63,7 @@ typedef struct {
   const uint64_t *symtab;      /* PL_CUDA_MAX_SYMS entries of (1 + world) words: bytes, bases */
   pl_cuda_err_t *err;          /* device pointer of the pinned error record */
   uint64_t timeout_ns;
+  int prof;                    /* PURLIN_PROFILE */
   uint64_t zc_avail;           /* device counts (x.c.counts_dev): send lies in the purlin_mem_alloc
                                   buffer x.sym_send with this many bytes from it; the kernel turns
                                   zero copy on when the extent it derives fits (0: no) */

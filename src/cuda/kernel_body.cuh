@@ -101,6 +101,8 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   __shared__ pl_cuda_sh_t sh;
   __shared__ uint64_t hdr_sh[PL_CUDA_SH_HDR_WORDS];
   __shared__ int aborted, vst;
+  __shared__ uint64_t prof_t[PL_PROF_N];
+  if (args.prof && threadIdx.x == 0) prof_t[0] = pl_globaltimer();
   const uint64_t *src = (const uint64_t *)&args.x;
   uint64_t *dst = (uint64_t *)&sh.x;
   for (unsigned i = threadIdx.x; i < sizeof(pl_snac_t) / 8; i += blockDim.x) dst[i] = src[i];
@@ -148,6 +150,8 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   a.symtab = args.symtab;
   a.world = sh.x.c.world;
   a.sh = &sh;
+  a.prof = args.prof && blockIdx.x == 0 ? prof_t : NULL;
+  PL_SNAC_STAMP(&a, 1);
   int st = aborted                              ? PURLIN_ERR_REMOTE
            : vst                                ? vst
            : (int)blockIdx.x < sh.x.plan.lanes ? pl_snac_main(&a, &sh.x, sh.myhdr)
@@ -159,6 +163,17 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     if (atomicAdd(&args.state->exit_count, 1u) == gridDim.x - 1) {
       args.state->exit_count = 0;
       *(volatile uint64_t *)&args.state->epoch = sh.x.epoch + 1;
+    }
+    if (a.prof && !st) { /* phase 0: the gap since the previous call ended; 5: the epilogue */
+      pl_cuda_state_t *ps = args.state;
+      uint64_t end = pl_globaltimer(), prev = ps->prof_last_exit;
+      uint64_t d[PL_PROF_N] = {prev && prof_t[0] > prev && prof_t[0] - prev < 1000000000ull
+                                   ? prof_t[0] - prev : 0,
+                               prof_t[1] - prof_t[0], prof_t[2] - prof_t[1], prof_t[3] - prof_t[2],
+                               prof_t[4] - prof_t[3], end - prof_t[4]};
+      for (int i = 0; i < PL_PROF_N; i++) ps->prof_sum[i] += d[i];
+      ps->prof_calls++;
+      ps->prof_last_exit = end;
     }
   }
 }

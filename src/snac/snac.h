@@ -27,6 +27,11 @@
 
 #include "snac/snac_types.h"
 
+/* A datapath may time SNAC's phases (CUDA: PURLIN_PROFILE); stamp i is the end of phase i. */
+#ifndef PL_SNAC_STAMP
+#define PL_SNAC_STAMP(a, i) ((void)0)
+#endif
+
 /* ---- helpers --------------------------------------------------------------------------------- */
 
 PL_HD void pl_snac_publish_all(pl_atom_t *a, const pl_snac_t *x, uint64_t off, uint64_t v,
@@ -400,6 +405,7 @@ PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
     pl_snac_push(a, x, myhdr);
   }
   pl_snac_self(a, x);
+  PL_SNAC_STAMP(a, 2);
   for (int i = 0; i < w; i++) { /* every rank's header at once, one barrier */
     int s = (r + i) % w;
     st = pl_atom_pkt_get_async(a, pl_snac_hdr(x, s), pl_snac_win(x, r, s), pl_hdr_words(w) * 8,
@@ -409,9 +415,12 @@ PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
   }
   if ((st = pl_atom_pkt_sync(a))) return st;
   if ((st = pl_snac_hdr_check(x))) return st;
+  PL_SNAC_STAMP(a, 3);
   st = pl_coll_is_reduce(x->c.coll) ? pl_snac_reduce(a, x) : pl_snac_gather(a, x);
   if (st) return st;
-  return pl_snac_zc_exit(a, x);
+  st = pl_snac_zc_exit(a, x);
+  PL_SNAC_STAMP(a, 4);
+  return st;
 }
 
 #endif
