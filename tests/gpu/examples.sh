@@ -54,31 +54,11 @@ for x in "$RUN" "$BUILD/examples/device_bcast" "$BUILD/examples/fused_allreduce_
 done
 
 # ---- MPS (as run.sh: pipe and log directories under /tmp, quit on exit) ---------------------------
-MPS=off
+. "$ROOT/tests/gpu/mps.sh"
 if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
   say "using the running MPS daemon ($CUDA_MPS_PIPE_DIRECTORY)"
 else
-  MPS_DIR=/tmp/purlin-mps-ex-$$
-  export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  stop_mps() {
-    if [ "$MPS" = on ]; then
-      echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-      for _ in $(seq 50); do pgrep -u "$(id -u)" -x nvidia-cuda-mps-server >/dev/null || break; sleep 0.1; done
-      cp -r "$CUDA_MPS_LOG_DIRECTORY" "$LOGS/examples-mps" 2>/dev/null
-      MPS=off
-    fi
-    rm -rf "$MPS_DIR"
-  }
-  trap stop_mps EXIT
-  trap 'exit 130' INT TERM
-  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
-    MPS=on
-    sleep 1
-    say "MPS daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
-  else
-    say "WARNING: MPS not started: ranks sharing a GPU will time-slice (slow, but correct)"
-  fi
+  mps_start examples-mps
 fi
 
 # ---- runs -----------------------------------------------------------------------------------------

@@ -65,28 +65,8 @@ TEST=$BUILD/tests/gpu/gpu_test
 [ -x "$RUN" ] && [ -x "$TEST" ] || { echo "run.sh: $RUN or $TEST missing"; exit 1; }
 
 # ---- MPS ------------------------------------------------------------------------------------------
-MPS_DIR=/tmp/purlin-mps-$$
-export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-MPS=off
-stop_mps() {
-  if [ "$MPS" = on ]; then
-    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-    for _ in $(seq 50); do pgrep -u "$(id -u)" -x nvidia-cuda-mps-server >/dev/null || break; sleep 0.1; done
-    cp -r "$CUDA_MPS_LOG_DIRECTORY" "$LOGS/mps" 2>/dev/null
-    MPS=off
-  fi
-  rm -rf "$MPS_DIR"
-}
-trap stop_mps EXIT
-trap 'exit 130' INT TERM
-if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
-  MPS=on
-  sleep 1
-  say "MPS daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
-else
-  say "WARNING: MPS not started: ranks sharing a GPU will time-slice (slow, but correct)"
-fi
+. "$ROOT/tests/gpu/mps.sh"
+mps_start mps
 
 # ---- runs -----------------------------------------------------------------------------------------
 ROWS=()
@@ -135,7 +115,7 @@ run kill 8 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 if BUILD=$BUILD OUT=$LOGS ARCH=$ARCH bash "$ROOT/tests/gpu/examples.sh"; then ex=PASS; else ex=FAIL; fi; ROWS+=("$(printf '%-16s %5s  %-12s %8s %8s %6s' examples 2,4 "$ex" - - -)")
 
 # compute-sanitizer does not run under MPS: optional, after the daemon is gone (ranks time-slice).
-stop_mps
+mps_stop
 if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   REAL_TEST=$TEST
   for tool in memcheck racecheck; do
