@@ -282,12 +282,7 @@ PURLIN_DEV_FN int purlin_dev_pkt_get_block(const purlin_dev_handle_t *h, void *d
                                            const void *src, uint64_t bytes, uint64_t flag,
                                            uint64_t deadline) {
   pl_wait_t w = purlin_dev_wait_spec_(h, deadline);
-  uint64_t np = (bytes + 7) / 8, d;
-  int st = 0;
-  for (uint64_t i = threadIdx.x; i < np && !st; i += blockDim.x) {
-    st = pl_wait_pkt((const char *)src + 16 * i, flag, PL_READY_EQ, &w, &d);
-    if (!st) pl_pkt_unpack(dst, bytes, i, d);
-  }
+  int st = pl_pkt_get_part(dst, src, bytes, flag, PL_READY_EQ, &w, threadIdx.x, blockDim.x);
   if (!__syncthreads_or(st != 0)) return PURLIN_OK;
   return __syncthreads_or(st == PURLIN_ERR_REMOTE) ? PURLIN_ERR_REMOTE : PURLIN_ERR_TIMEOUT;
 }

@@ -14,15 +14,18 @@
   X(TIMEOUT_MS, INT, "120000", "deadline of every wait, in milliseconds")                          \
   X(DATAPATH, STR, "auto", "auto, host or cuda")                                                   \
   X(STAGING_BYTES, SIZE, "0", "staging memory per rank (two halves); 0: tuning table")             \
-  X(PACKET_BYTES, SIZE, "64K", "latency-mode packet window per peer and parity")                   \
+  X(PACKET_BYTES, SIZE, "0", "packet window per peer and parity; 0: from the tuning table")       \
   X(CHUNK_BYTES, SIZE, "0", "throughput chunk per block and round; 0: from the tuning table")      \
   X(LATENCY_MAX_BYTES, SIZE, "0", "largest per-peer block sent as packets; 0: tuning table")       \
   X(ONESHOT_MAX_BYTES, SIZE, "0", "largest AllReduce done one-shot (full push); 0: tuning table") \
+  X(TWOSHOT_MAX_BYTES, SIZE, "0", "largest two-shot packet AllReduce (1: never); 0: tuning table") \
+  X(THREADS, INT, "0", "CUDA threads per CTA for every call (32..512); 0: tuning table")         \
   X(LANES, INT, "0", "lanes per role; 0: tuning table")                                          \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
   X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \
   X(DISABLE_MULTIMEM, INT, "1", "never use NVLink multicast (must stay 1 on shared machines)")    \
   X(ATOM, STR, "auto", "GPU atom: auto, 700, 800, 900, 1000, ce")                               \
+  X(CE_STREAMS, INT, "4", "atom ce: side streams a call's copies are spread over (1: caller's)") \
   X(PROFILE, INT, "0", "CUDA: time SNAC's phases per call, print the means at destroy")
 
 typedef enum {

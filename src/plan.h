@@ -21,6 +21,9 @@ typedef struct {
 typedef struct {
   uint64_t lat_max;    /* a block (or shard) of at most this many bytes travels as packets */
   int ar_oneshot;      /* AllReduce: push everything to everyone, everyone reduces all */
+  int ar_twoshot;      /* AllReduce in packets: reduce-scatter pushed (window region 1), every
+                          owner reduces its shard and pushes it back (region 2) */
+  uint64_t ar_region2; /* two-shot: packet index of region 2 in a source's data window */
   uint64_t chunk;      /* K: bytes of one block per round (multiple of 64) */
   uint64_t nslots;     /* rounds resident in one staging half at once */
   uint64_t slot_bytes; /* bytes of one round in the staging half */
@@ -34,10 +37,30 @@ typedef struct {
 typedef struct {
   uint64_t lat_max;     /* largest packet block, before the window's capacity limit */
   uint64_t oneshot_max; /* largest one-shot AllReduce */
+  uint64_t twoshot_max; /* largest two-shot (packet) AllReduce */
+  uint64_t packet_bytes; /* packet window per source and parity (bytes) */
   uint64_t chunk_max;   /* largest K */
   uint64_t lanes;       /* L in 1..PL_MAX_LANES: pipelines per role (threads / CTAs) */
   uint64_t staging_bytes; /* staging memory per rank (both halves), unless the config gives it */
+  uint64_t threads;     /* CUDA: threads per CTA of a call that stages (local: need not agree) */
+  uint64_t lat_threads; /* CUDA: threads per CTA of a call that stages nothing (packets only) */
 } pl_tune_t;
+
+/* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page
+ * aligned), packet windows [2 parities][world sources] of pkt_bytes each, two staging halves. */
+PL_HD void pl_ws_geom_make(pl_ws_geom_t *g, int world, uint64_t ctrl_size, uint64_t pkt_bytes,
+                           uint64_t staging_bytes) {
+  uint64_t minwin = (pl_hdr_words(world) + 64) * 16, page = 4095;
+  g->ctrl_bytes = (ctrl_size + page) & ~page;
+  g->pkt_win = pkt_bytes / 16 * 16;
+  if (g->pkt_win < minwin) g->pkt_win = minwin;
+  g->stg_half = staging_bytes / 2 / 64 * 64;
+  uint64_t minhalf = ((uint64_t)world + 1) * 64 * 2;
+  if (g->stg_half < minhalf) g->stg_half = minhalf;
+  g->pkt_off = g->ctrl_bytes;
+  g->stg_off = (g->pkt_off + 2 * (uint64_t)world * g->pkt_win + page) & ~page;
+  g->total = (g->stg_off + 2 * g->stg_half + page) & ~page;
+}
 
 /* Data bytes a window holds after the header. */
 PL_HD uint64_t pl_pkt_capacity(const pl_ws_geom_t *g, int world) {
@@ -52,6 +75,14 @@ PL_HD void pl_plan_make(const pl_call_t *c, const pl_ws_geom_t *g, const pl_tune
   p->lat_max = t->lat_max < cap ? t->lat_max : cap;
   p->ar_oneshot = c->coll == PL_COLL_ALL_REDUCE &&
                   c->count * c->esize <= (t->oneshot_max < cap ? t->oneshot_max : cap);
+  /* Two-shot: region 1 holds my shard of the source's input, region 2 the source's reduced shard;
+   * shard 0 is the largest (pl_ar_shard_begin). Regions start on 16-byte (2-packet) boundaries. */
+  uint64_t sh_pk = c->coll == PL_COLL_ALL_REDUCE && c->world > 1
+                       ? (pl_ar_shard_begin(c->count, c->esize, c->world, 1) * c->esize + 15) / 16 * 2
+                       : 0;
+  p->ar_region2 = sh_pk;
+  p->ar_twoshot = c->coll == PL_COLL_ALL_REDUCE && !p->ar_oneshot && c->world > 1 &&
+                  c->count * c->esize <= t->twoshot_max && 2 * sh_pk * 8 <= cap;
   p->nblocks = pl_gather_is_bcast(c->coll) ? 1 : (uint64_t)c->world;
   uint64_t per_slot = p->nblocks + (c->coll == PL_COLL_ALL_REDUCE ? 1 : 0);
   /* At least 4 slots in flight when the half allows it; K a multiple of 64 bytes. */

@@ -1,6 +1,7 @@
 /* tune.c -- codesign tables: the knobs every rank must agree on, per datapath and world size, with
- * environment overrides (PURLIN_LATENCY_MAX_BYTES, PURLIN_ONESHOT_MAX_BYTES, PURLIN_CHUNK_BYTES,
- * PURLIN_LANES, PURLIN_STAGING_BYTES). */
+ * environment overrides (PURLIN_LATENCY_MAX_BYTES, PURLIN_ONESHOT_MAX_BYTES,
+ * PURLIN_TWOSHOT_MAX_BYTES, PURLIN_PACKET_BYTES, PURLIN_CHUNK_BYTES, PURLIN_LANES,
+ * PURLIN_STAGING_BYTES, PURLIN_THREADS). */
 #include "param.h"
 #include "tune.h"
 
@@ -9,11 +10,16 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
    * large enough to amortise a wake-up. */
   t->lat_max = 16 * 1024;
   t->oneshot_max = world <= 4 ? 16 * 1024 : 8 * 1024;
+  /* Two-shot packet AllReduce above one-shot: on the host it runs the same SNAC path, kept small
+   * (CI exercises it); the GPU's limit is measured (docs/tuning.md). */
+  t->twoshot_max = 64 * 1024;
   t->chunk_max = 256 * 1024;
   /* Lanes: independent pipelines per role (host: threads; GPU: CTAs, 2 L per call). 1 on both
    * datapaths for now; the CUDA value is to be set from measurements on the GPU. */
   t->lanes = 1;
   t->staging_bytes = 4u << 20;
+  t->threads = 0; /* CUDA only */
+  t->lat_threads = 0;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
@@ -23,12 +29,25 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     t->lanes = world <= 4 ? 16 : (uint64_t)(64 / world);
     t->chunk_max = 4u << 20;
     t->staging_bytes = 128u << 20;
+    t->twoshot_max = 1u << 20;
+    t->threads = 512;
+    t->lat_threads = 256;
   }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_ONESHOT_MAX_BYTES)) > 0) t->oneshot_max = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_TWOSHOT_MAX_BYTES)) > 0) t->twoshot_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_CHUNK_BYTES)) > 0) t->chunk_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_STAGING_BYTES)) > 0) t->staging_bytes = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
+    t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
+  /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each
+   * a shard: a world-th of the vector, as packets of twice its bytes), plus room for the header. */
+  uint64_t pw = 2 * t->lat_max, two = 4 * (t->twoshot_max / (uint64_t)(world > 1 ? world : 1) + 64);
+  if (2 * t->oneshot_max > pw) pw = 2 * t->oneshot_max;
+  if (two > pw) pw = two;
+  t->packet_bytes = (pw + 4096 + 4095) / 4096 * 4096;
+  if ((v = pl_param_int(PL_PARAM_PACKET_BYTES)) > 0) t->packet_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LANES)) > 0)
     t->lanes = v > PL_MAX_LANES ? PL_MAX_LANES : (uint64_t)v;
 }

@@ -28,6 +28,7 @@ typedef struct {
   pl_snac_t x;
   uint64_t v[4][PL_MAX_WORLD];
   uint64_t myhdr[PL_HDR_FIXED + 3 * PL_MAX_WORLD];
+  const void *srcs[PL_MAX_WORLD]; /* a reduction's sources (pl_atom_srcs) */
   int err, err_peer;
   const char *err_what;
 } pl_cuda_sh_t;
@@ -159,16 +160,8 @@ PL_DEV void pl_dev_pkt_put(pl_atom_t *a, void *dst, const void *src, uint64_t by
 PL_DEV int pl_dev_pkt_get(pl_atom_t *a, void *dst, const void *src, uint64_t bytes,
                            uint64_t flag, int peer, const char *what) {
   pl_wait_t w = pl_dev_wait_spec(a, 1);
-  uint64_t np = (bytes + 7) / 8, d;
-  for (uint64_t i = threadIdx.x; i < np; i += blockDim.x) {
-    int st = pl_wait_pkt((const char *)src + 16 * i, flag, PL_READY_EPOCH, &w, &d);
-    if (st == PL_WAIT_GROUP) break;
-    if (st) {
-      pl_dev_fail(a, st, peer, what);
-      break;
-    }
-    pl_pkt_unpack(dst, bytes, i, d);
-  }
+  int st = pl_pkt_get_part(dst, src, bytes, flag, PL_READY_EPOCH, &w, threadIdx.x, blockDim.x);
+  if (st && st != PL_WAIT_GROUP) pl_dev_fail(a, st, peer, what);
   __syncthreads();
   return a->sh->err;
 }
@@ -179,16 +172,9 @@ PL_DEV int pl_dev_pkt_get(pl_atom_t *a, void *dst, const void *src, uint64_t byt
 PL_DEV int pl_dev_pkt_get_async(pl_atom_t *a, void *dst, const void *src, uint64_t bytes,
                                 uint64_t flag, int peer, const char *what, uint64_t base) {
   pl_wait_t w = pl_dev_wait_spec(a, 1);
-  uint64_t np = (bytes + 7) / 8, nt = blockDim.x, d;
-  for (uint64_t i = (threadIdx.x + nt - base % nt) % nt; i < np; i += nt) {
-    int st = pl_wait_pkt((const char *)src + 16 * i, flag, PL_READY_EPOCH, &w, &d);
-    if (st == PL_WAIT_GROUP) break;
-    if (st) {
-      pl_dev_fail(a, st, peer, what);
-      break;
-    }
-    pl_pkt_unpack(dst, bytes, i, d);
-  }
+  uint32_t nt = blockDim.x, first = (threadIdx.x + nt - (uint32_t)(base % nt)) % nt;
+  int st = pl_pkt_get_part(dst, src, bytes, flag, PL_READY_EPOCH, &w, first, nt);
+  if (st && st != PL_WAIT_GROUP) pl_dev_fail(a, st, peer, what);
   return 0;
 }
 PL_DEV int pl_dev_pkt_sync(pl_atom_t *a) {
@@ -215,6 +201,9 @@ PL_ATOM void pl_atom_publish(pl_atom_t *a, uint64_t *flag, uint64_t value, int p
 }
 PL_ATOM void pl_atom_ring(pl_atom_t *a, int peer) {}
 PL_ATOM int pl_atom_is_leader(pl_atom_t *a) { PL_ATOM_CALL(pl_dev_is_leader(a), 1); }
+/* Every thread writes the same pointers, and a barrier separates a reduction's reads from the
+ * next writes, so one array in shared memory serves the CTA (per-thread arrays spilled). */
+PL_ATOM const void **pl_atom_srcs(pl_atom_t *a) { return a->sh->srcs; }
 PL_ATOM char *pl_atom_scratch(pl_atom_t *a, int i) { return a->scratch + (size_t)i * PL_SNAC_SEG; }
 PL_ATOM void *pl_atom_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t off, uint64_t bytes) {
   PL_ATOM_CALL(pl_dev_sym(a, peer, id, off, bytes), NULL);

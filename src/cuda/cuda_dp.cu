@@ -287,17 +287,8 @@ static purlin_status_t pl_vmm_create(struct purlin_comm *comm, pl_vmm_t *v, size
 /* The workspace's geometry, as the host datapath's (host_exec.c): control block, packet windows
  * [2 parities][world sources], two staging halves. */
 static void pl_cuda_geom(struct purlin_comm *comm, size_t staging_bytes) {
-  pl_ws_geom_t *g = &comm->geom;
-  uint64_t minwin = (pl_hdr_words(comm->world) + 64) * 16;
-  g->ctrl_bytes = (sizeof(pl_ctrl_t) + 4095) & ~(uint64_t)4095;
-  g->pkt_win = (uint64_t)pl_param_int(PL_PARAM_PACKET_BYTES) / 16 * 16;
-  if (g->pkt_win < minwin) g->pkt_win = minwin;
-  g->stg_half = staging_bytes / 2 / 64 * 64;
-  uint64_t minhalf = ((uint64_t)comm->world + 1) * 64 * 2;
-  if (g->stg_half < minhalf) g->stg_half = minhalf;
-  g->pkt_off = g->ctrl_bytes;
-  g->stg_off = (g->pkt_off + 2 * (uint64_t)comm->world * g->pkt_win + 4095) & ~(uint64_t)4095;
-  g->total = (g->stg_off + 2 * g->stg_half + 4095) & ~(uint64_t)4095;
+  pl_ws_geom_make(&comm->geom, comm->world, sizeof(pl_ctrl_t), comm->tune.packet_bytes,
+                  staging_bytes);
 }
 
 typedef struct {
@@ -455,7 +446,8 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     PL_TRY_(cudaMalloc((void **)&dp->state, sizeof(pl_cuda_state_t)))
     PL_TRY_(cudaMemset(dp->state, 0, sizeof(pl_cuda_state_t)))
     PL_TRY_(cudaMalloc((void **)&dp->hdr, hdr_bytes))
-    PL_TRY_(cudaMalloc((void **)&dp->scratch, (size_t)comm->world * PL_SNAC_SEG))
+    PL_TRY_(cudaMalloc((void **)&dp->scratch,
+                       (size_t)comm->tune.lanes * (size_t)comm->world * PL_SNAC_SEG))
     PL_TRY_(cudaMalloc((void **)&dp->symtab, tab_bytes))
     PL_TRY_(cudaMemset(dp->symtab, 0, tab_bytes))
     PL_TRY_(cudaHostAlloc((void **)&dp->err_host, sizeof(pl_cuda_err_t),
@@ -854,7 +846,11 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
                         (unsigned long long)x->plan.chunk);
   /* main lanes, then stager lanes when anything is staged */
   /* (device counts: unknown here, so always; a stager with nothing to stage returns at once) */
-  int grid = x->plan.lanes * (dcounts || pl_snac_stage_rounds(x) > 0 ? 2 : 1);
+  int stages = dcounts || pl_snac_stage_rounds(x) > 0;
+  int grid = x->plan.lanes * (stages ? 2 : 1);
+  /* threads: a call that only moves packets runs its control flow in fewer warps (the fixed
+   * cost of a small call is mostly that control flow, per warp: docs/tuning.md) */
+  int threads = (int)(stages ? comm->tune.threads : comm->tune.lat_threads);
   if (!dcounts) x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
   args.hdr = dp->hdr;
@@ -864,7 +860,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   args.prof = pl_param_int(PL_PARAM_PROFILE) > 0;
   pl_dev_enter(comm, &g);
-  cudaError_t e = dp->launch(&args, grid, (cudaStream_t)stream);
+  cudaError_t e = dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);
   comm->epoch++;
   if (e != cudaSuccess)

@@ -6,10 +6,15 @@
 
 #include <cuda_runtime.h>
 
+/* Packet reductions go through scratch in segments of this many bytes per source: one segment
+ * costs two barriers, so larger than the host's (a segment is 8 packets per thread at 256). */
+#define PL_SNAC_SEG 32768
 #include "snac/snac_types.h"
 
-/* Threads of one worker group (CTA). */
+/* Most threads of one worker group (CTA); a call may launch fewer (pl_tune_t.threads). */
+#ifndef PL_CUDA_THREADS
 #define PL_CUDA_THREADS 512
+#endif
 /* Received headers kept in shared memory up to this many words (8 KiB: worlds up to 17). */
 #define PL_CUDA_SH_HDR_WORDS 1024
 /* Capacity of the device table of purlin_mem_alloc buffers. */
@@ -58,8 +63,7 @@ typedef struct {
   uint64_t v[4][PL_MAX_WORLD]; /* scounts, sdispls, rcounts, rdispls (V collectives) */
   pl_cuda_state_t *state;
   uint64_t *hdr;               /* lanes * world * pl_hdr_words(world): headers received, per lane */
-  char *scratch;               /* world * PL_SNAC_SEG bytes: main lane 0's (packet reductions are
-                                  lane 0's alone, so one CTA uses it) */
+  char *scratch;               /* lanes * world * PL_SNAC_SEG bytes: world segments per main lane */
   const uint64_t *symtab;      /* PL_CUDA_MAX_SYMS entries of (1 + world) words: bytes, bases */
   pl_cuda_err_t *err;          /* device pointer of the pinned error record */
   uint64_t timeout_ns;
@@ -70,10 +74,11 @@ typedef struct {
 } pl_cuda_args_t;
 
 /* One launcher per atom (kernel_<atom>.cu). */
-typedef cudaError_t (*pl_cuda_launch_fn)(const pl_cuda_args_t *args, int grid, cudaStream_t s);
-cudaError_t pl_cuda_launch_700(const pl_cuda_args_t *args, int grid, cudaStream_t s);
-cudaError_t pl_cuda_launch_800(const pl_cuda_args_t *args, int grid, cudaStream_t s);
-cudaError_t pl_cuda_launch_900(const pl_cuda_args_t *args, int grid, cudaStream_t s);
-cudaError_t pl_cuda_launch_1000(const pl_cuda_args_t *args, int grid, cudaStream_t s);
+typedef cudaError_t (*pl_cuda_launch_fn)(const pl_cuda_args_t *args, int grid, int threads,
+                                         cudaStream_t s);
+cudaError_t pl_cuda_launch_700(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
+cudaError_t pl_cuda_launch_800(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
+cudaError_t pl_cuda_launch_900(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
+cudaError_t pl_cuda_launch_1000(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
 
 #endif

@@ -509,8 +509,44 @@ PL_DC void pl_pkt_unpack(void *dst, uint64_t bytes, uint64_t i, uint64_t d) {
  * split among nt threads. */
 PL_DC void pl_pkt_put(void *dst, const void *src, uint64_t bytes, uint64_t flag, uint64_t tid,
                       uint64_t nt) {
+  uint64_t np = (bytes + 7) / 8, i = tid;
+  char *q = (char *)dst;
+  /* four words loaded before four stores: the stores are volatile asm, which no load may cross,
+   * so one word at a time would pay a full load latency per packet */
+  for (; i + 3 * nt < np; i += 4 * nt) {
+    uint64_t d0 = pl_pkt_pack(src, bytes, i), d1 = pl_pkt_pack(src, bytes, i + nt);
+    uint64_t d2 = pl_pkt_pack(src, bytes, i + 2 * nt), d3 = pl_pkt_pack(src, bytes, i + 3 * nt);
+    pl_st_pkt(q + 16 * i, d0, flag);
+    pl_st_pkt(q + 16 * (i + nt), d1, flag);
+    pl_st_pkt(q + 16 * (i + 2 * nt), d2, flag);
+    pl_st_pkt(q + 16 * (i + 3 * nt), d3, flag);
+  }
+  for (; i < np; i += nt) pl_st_pkt(q + 16 * i, pl_pkt_pack(src, bytes, i), flag);
+}
+
+/* Packets i, i + nt, i + 2 nt, ... (i = first) of src, waited for (flag, mode) and unpacked into
+ * dst (bytes in all). Four polls in flight per thread: a packet that is already there costs no
+ * round trip of its own. 0, or why a wait stopped. */
+PL_DC int pl_pkt_get_part(void *dst, const void *src, uint64_t bytes, uint64_t flag, int mode,
+                          const pl_wait_t *w, uint64_t first, uint64_t nt) {
   uint64_t np = (bytes + 7) / 8;
-  for (uint64_t i = tid; i < np; i += nt) pl_st_pkt((char *)dst + 16 * i, pl_pkt_pack(src, bytes, i), flag);
+  const char *p = (const char *)src;
+  for (uint64_t i = first; i < np; i += 4 * nt) {
+    uint64_t d[4], f[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      if (i + k * nt < np) pl_ld_pkt(p + 16 * (i + k * nt), &d[k], &f[k]);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if (i + k * nt >= np) break;
+      if (!pl_ready(f[k], flag, mode)) {
+        int st = pl_wait_pkt(p + 16 * (i + k * nt), flag, mode, w, &d[k]);
+        if (st) return st;
+      }
+      pl_pkt_unpack(dst, bytes, i + k * nt, d[k]);
+    }
+  }
+  return 0;
 }
 
 #endif

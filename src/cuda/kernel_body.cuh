@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   a.me = pl_snac_ctrl(&sh.x, sh.x.c.rank);
   a.epoch = sh.x.epoch;
   a.timeout = args.timeout_ns;
-  a.scratch = args.scratch;
+  a.scratch = args.scratch + (uint64_t)sh.x.lane * sh.x.c.world * PL_SNAC_SEG;
   a.symtab = args.symtab;
   a.world = sh.x.c.world;
   a.sh = &sh;
@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   }
 }
 
-cudaError_t PL_CUDA_LAUNCH_NAME(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
-  PL_CUDA_KERNEL_NAME<<<grid, PL_CUDA_THREADS, 0, s>>>(*args);
+cudaError_t PL_CUDA_LAUNCH_NAME(const pl_cuda_args_t *args, int grid, int threads,
+                               cudaStream_t s) {
+  PL_CUDA_KERNEL_NAME<<<grid, threads, 0, s>>>(*args);
   return cudaGetLastError();
 }

@@ -23,6 +23,7 @@ typedef struct {
   int ring_all;           /* main lane 0: ring every lane's doorbell (all lanes await its header) */
   int err_peer;           /* set by a failed wait */
   const char *err_what;
+  const void *srcs[PL_MAX_WORLD]; /* a reduction's sources (pl_atom_srcs) */
 } pl_atom_t;
 
 /* Out of line (host_exec.c): the slow path of a wait, with deadline, liveness and abort checks. */
@@ -84,6 +85,7 @@ static inline int pl_atom_pkt_sync(pl_atom_t *a) {
   (void)a;
   return 0;
 }
+static inline const void **pl_atom_srcs(pl_atom_t *a) { return a->srcs; }
 static inline char *pl_atom_scratch(pl_atom_t *a, int i) {
   return a->scratch + (size_t)i * 4096;
 }

@@ -263,17 +263,8 @@ static void *pl_worker_main(void *arg) {
 /* ---- init / fini ----------------------------------------------------------------------------- */
 
 static void pl_geom(struct purlin_comm *comm, size_t staging_bytes) {
-  pl_ws_geom_t *g = &comm->geom;
-  uint64_t minwin = (pl_hdr_words(comm->world) + 64) * 16;
-  g->ctrl_bytes = pl_page_round(sizeof(pl_ctrl_t));
-  g->pkt_win = (uint64_t)pl_param_int(PL_PARAM_PACKET_BYTES) / 16 * 16;
-  if (g->pkt_win < minwin) g->pkt_win = minwin;
-  g->stg_half = staging_bytes / 2 / 64 * 64;
-  uint64_t minhalf = ((uint64_t)comm->world + 1) * 64 * 2;
-  if (g->stg_half < minhalf) g->stg_half = minhalf;
-  g->pkt_off = g->ctrl_bytes;
-  g->stg_off = pl_page_round(g->pkt_off + 2 * (uint64_t)comm->world * g->pkt_win);
-  g->total = pl_page_round(g->stg_off + 2 * g->stg_half);
+  pl_ws_geom_make(&comm->geom, comm->world, sizeof(pl_ctrl_t), comm->tune.packet_bytes,
+                  staging_bytes);
 }
 
 purlin_status_t pl_host_init(struct purlin_comm *comm, size_t staging_bytes) {

@@ -15,6 +15,7 @@
  *                                               successive calls over different members
  *   int  pl_atom_pkt_sync(a)                    end a series of pkt_get_async: 0, or an error
  *   char *pl_atom_scratch(a, i)                 scratch buffer i (PL_SNAC_SEG bytes each)
+ *   const void **pl_atom_srcs(a)                room for a reduction's PL_MAX_WORLD sources
  *   void *pl_atom_sym(a, peer, id, off, bytes)  a peer's peer-accessible buffer, or NULL
  *   int  pl_atom_is_leader(a)                   one member of the group (for scalar work)
  *
@@ -45,6 +46,24 @@ PL_HD void pl_snac_publish_all(pl_atom_t *a, const pl_snac_t *x, uint64_t off, u
   }
 }
 #define PL_FLAG_OFF(field) offsetof(pl_peer_flags_t, field)
+
+/* This lane's part [*lo, *hi) of a b-byte block that is not chunked (packets, the self copy):
+ * 16-byte aligned, so a whole number of packet pairs; the last lane takes the tail. Sender and
+ * receiver may split differently (a packet carries its own flag), but the same lane of one rank
+ * writes and later overwrites the same part, which keeps in-place calls safe. */
+PL_HD void pl_snac_part(const pl_snac_t *x, uint64_t b, uint64_t *lo, uint64_t *hi) {
+  uint64_t L = (uint64_t)x->plan.lanes, l = (uint64_t)x->lane;
+  *lo = (b * l / L) & ~(uint64_t)15;
+  *hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+}
+
+/* This lane's part of a packet block of b bytes from src into the window dst (flag `flag`). */
+PL_HD void pl_snac_pkt_push(pl_atom_t *a, const pl_snac_t *x, pl_pkt_t *dst, const char *src,
+                            uint64_t b, uint64_t flag) {
+  uint64_t lo, hi;
+  pl_snac_part(x, b, &lo, &hi);
+  if (hi > lo) pl_atom_pkt_put(a, dst + lo / 8, src + lo, hi - lo, flag);
+}
 
 /* Where s's block for me lives when s lets peers read its input directly. */
 PL_HD const char *pl_snac_zc_src(pl_atom_t *a, const pl_snac_t *x, int s, uint64_t off,
@@ -136,21 +155,23 @@ PL_HD void pl_snac_push(pl_atom_t *a, pl_snac_t *x, const uint64_t *myhdr) {
   uint64_t flag = pl_snac_val(x, 0);
   for (int i = 0; i < w; i++) {
     int d = (r + i) % w;
-    pl_atom_pkt_put(a, pl_snac_win(x, d, r), myhdr, pl_hdr_words(w) * 8, flag);
-    if (d != r) {
-      if (c->coll == PL_COLL_ALL_REDUCE) {
-        if (x->plan.ar_oneshot) pl_atom_pkt_put(a, pl_snac_win_data(x, d, r), x->send,
-                                                c->count * c->esize, flag);
-      } else if (pl_coll_is_reduce(c->coll)) {
-        if (pl_snac_reduce_lat(x, d))
-          pl_atom_pkt_put(a, pl_snac_win_data(x, d, r), x->send + pl_shard_in_off(c, d),
-                          pl_shard_bytes(c, d), flag);
+    if (x->lane == 0) pl_atom_pkt_put(a, pl_snac_win(x, d, r), myhdr, pl_hdr_words(w) * 8, flag);
+    if (d != r) { /* data packets: every lane pushes its part */
+      const char *src = x->send;
+      uint64_t b = 0;
+      if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_oneshot) {
+        b = c->count * c->esize;
+      } else if (pl_coll_is_reduce(c->coll)) { /* RS(V) in packets, or two-shot's first shot */
+        if (pl_snac_reduce_lat(x, d)) {
+          src += pl_shard_in_off(c, d);
+          b = pl_shard_bytes(c, d);
+        }
       } else {
-        uint64_t b = pl_gather_bytes_send(c, d);
-        if (b && pl_snac_gather_lat(x, b))
-          pl_atom_pkt_put(a, pl_snac_win_data(x, d, r), x->send + pl_gather_send_off(c, d), b,
-                          flag);
+        b = pl_gather_bytes_send(c, d);
+        if (pl_snac_gather_lat(x, b)) src += pl_gather_send_off(c, d);
+        else b = 0;
       }
+      pl_snac_pkt_push(a, x, pl_snac_win_data(x, d, r), src, b, flag);
     }
     pl_atom_ring(a, d);
   }
@@ -158,12 +179,13 @@ PL_HD void pl_snac_push(pl_atom_t *a, pl_snac_t *x, const uint64_t *myhdr) {
 
 /* ---- consume --------------------------------------------------------------------------------- */
 
-/* Reduce `bytes` at offset `off` of a shard whose sources are all packets (or my own input). */
-PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64_t win_off,
+/* Reduce `bytes` into dst from every source's packets (from packet win_pk of its data window on)
+ * and my own input at in_off, in rank order; in segments of PL_SNAC_SEG through scratch. */
+PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64_t win_pk,
                              char *dst, uint64_t bytes) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank;
-  const void *srcs[PL_MAX_WORLD] = {0};
+  const void **srcs = pl_atom_srcs(a);
   for (uint64_t o = 0; o < bytes; o += PL_SNAC_SEG) {
     uint64_t n = bytes - o < PL_SNAC_SEG ? bytes - o : PL_SNAC_SEG;
     uint64_t base = 0;
@@ -173,7 +195,7 @@ PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64
         continue;
       }
       char *buf = pl_atom_scratch(a, s);
-      int st = pl_atom_pkt_get_async(a, buf, pl_snac_win_data(x, r, s) + (win_off + o) / 8, n,
+      int st = pl_atom_pkt_get_async(a, buf, pl_snac_win_data(x, r, s) + win_pk + o / 8, n,
                                      pl_snac_val(x, 0), s, "reduce packets", base);
       if (st) return st;
       base += (n + 7) / 8;
@@ -213,12 +235,15 @@ PL_HD int pl_snac_gather(pl_atom_t *a, pl_snac_t *x) {
     int s = (r + i) % w;
     uint64_t b = pl_gather_bytes_recv(c, s);
     if (!b) continue;
-    if (pl_snac_gather_lat(x, b)) {
-      if (x->lane) continue; /* packets are lane 0's */
-      st = pl_atom_pkt_get_async(a, x->recv + pl_gather_recv_off(c, s), pl_snac_win_data(x, r, s),
-                                 b, pl_snac_val(x, 0), s, "packets", base);
+    if (pl_snac_gather_lat(x, b)) { /* this lane's part */
+      uint64_t lo, hi;
+      pl_snac_part(x, b, &lo, &hi);
+      if (hi <= lo) continue;
+      st = pl_atom_pkt_get_async(a, x->recv + pl_gather_recv_off(c, s) + lo,
+                                 pl_snac_win_data(x, r, s) + lo / 8, hi - lo, pl_snac_val(x, 0), s,
+                                 "packets", base);
       if (st) return st;
-      base += (b + 7) / 8;
+      base += (hi - lo + 7) / 8;
     } else if (pl_rounds(b, K) > R) {
       R = pl_rounds(b, K);
     }
@@ -274,7 +299,7 @@ PL_HD int pl_snac_reduce_round(pl_atom_t *a, pl_snac_t *x, uint64_t k, char *dst
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, st;
   uint64_t K = x->plan.chunk;
-  const void *srcs[PL_MAX_WORLD] = {0};
+  const void **srcs = pl_atom_srcs(a);
   for (int s = 0; s < w; s++) {
     if (s == r) {
       srcs[s] = x->send + pl_shard_in_off(c, r) + k * K + lo;
@@ -324,15 +349,46 @@ PL_HD int pl_snac_seam_gather(pl_atom_t *a, pl_snac_t *x, uint64_t k) {
   return 0;
 }
 
+/* Two-shot AllReduce, once this lane's part [lo, hi) of my shard is reduced into recv: push it
+ * to every peer (region 2 of my window there, flag step 1), then receive this lane's part of every
+ * peer's reduced shard (the idea of NCCL's and TensorRT-LLM's two-shot all-reduce, in packets). */
+PL_HD int pl_snac_twoshot_tail(pl_atom_t *a, pl_snac_t *x, uint64_t lo, uint64_t hi) {
+  const pl_call_t *c = &x->c;
+  int w = c->world, r = c->rank, st;
+  uint64_t flag = pl_snac_val(x, 1), base = 0, r2 = x->plan.ar_region2;
+  const char *mine = x->recv + pl_shard_out_off(c, r);
+  for (int i = 1; i < w; i++) {
+    int d = (r + i) % w;
+    if (hi > lo) pl_atom_pkt_put(a, pl_snac_win_data(x, d, r) + r2 + lo / 8, mine + lo, hi - lo, flag);
+    pl_atom_ring(a, d);
+  }
+  for (int i = 1; i < w; i++) {
+    int s = (r + i) % w;
+    uint64_t l2, h2;
+    pl_snac_part(x, pl_shard_bytes(c, s), &l2, &h2);
+    if (h2 <= l2) continue;
+    st = pl_atom_pkt_get_async(a, x->recv + pl_shard_out_off(c, s) + l2,
+                               pl_snac_win_data(x, r, s) + r2 + l2 / 8, h2 - l2, flag, s,
+                               "reduced shard packets", base);
+    if (st) return st;
+    base += (h2 - l2 + 7) / 8;
+  }
+  return pl_atom_pkt_sync(a);
+}
+
 /* Reduce layouts (RS, RSV, and AllReduce as reduce head + gather tail with the seam between). */
 PL_HD int pl_snac_reduce(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int w = c->world, r = c->rank, ar = c->coll == PL_COLL_ALL_REDUCE, st;
   uint64_t K = x->plan.chunk, R = 0;
-  if (pl_snac_reduce_lat(x, r)) {
-    if (x->lane) return 0; /* packets are lane 0's */
-    uint64_t b = ar ? c->count * c->esize : pl_shard_bytes(c, r);
-    return pl_snac_pkt_reduce(a, x, ar ? 0 : pl_shard_in_off(c, r), 0, x->recv, b);
+  if (pl_snac_reduce_lat(x, r)) { /* packets: this lane's part of what I reduce */
+    int one = ar && x->plan.ar_oneshot;
+    uint64_t b = one ? c->count * c->esize : pl_shard_bytes(c, r), lo, hi;
+    uint64_t in = one ? 0 : pl_shard_in_off(c, r), out = one ? 0 : pl_shard_out_off(c, r);
+    pl_snac_part(x, b, &lo, &hi);
+    if (hi > lo && (st = pl_snac_pkt_reduce(a, x, in + lo, lo / 8, x->recv + out + lo, hi - lo)))
+      return st;
+    return ar && x->plan.ar_twoshot ? pl_snac_twoshot_tail(a, x, lo, hi) : 0;
   }
   for (int d = 0; d < w; d++) {
     uint64_t k = pl_rounds(pl_shard_bytes(c, d), K);
@@ -369,11 +425,10 @@ PL_HD void pl_snac_self(pl_atom_t *a, pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   int r = c->rank;
   if (pl_coll_is_reduce(c->coll)) return;
-  uint64_t b = pl_gather_bytes_send(c, r), L = (uint64_t)x->plan.lanes, l = (uint64_t)x->lane;
+  uint64_t b = pl_gather_bytes_send(c, r), lo, hi;
   const char *src = x->send + pl_gather_send_off(c, r);
   char *dst = x->recv + pl_gather_recv_off(c, r);
-  uint64_t lo = (b * l / L) & ~(uint64_t)15;
-  uint64_t hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+  pl_snac_part(x, b, &lo, &hi);
   if (hi > lo && src != dst) pl_atom_copy(a, dst + lo, src + lo, hi - lo); /* this lane's part */
 }
 
@@ -395,15 +450,13 @@ PL_HD int pl_snac_zc_exit(pl_atom_t *a, pl_snac_t *x) {
   return 0;
 }
 
-/* The main group of lane x->lane: notify (lane 0: header and packets), check agreement (every
- * lane, from its own copy of the headers: the same verdict), consume this lane's part of every
- * chunk (docs/snac.md, "Lanes"). */
+/* The main group of lane x->lane: notify (lane 0: the header; every lane: its part of every packet
+ * block), check agreement (every lane, from its own copy of the headers: the same verdict),
+ * consume this lane's part of every chunk and packet block (docs/snac.md, "Lanes"). */
 PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
   int w = x->c.world, r = x->c.rank, st;
-  if (x->lane == 0) { /* header and packets are lane 0's */
-    pl_snac_hdr_build(x, myhdr);
-    pl_snac_push(a, x, myhdr);
-  }
+  if (x->lane == 0) pl_snac_hdr_build(x, myhdr); /* the header is lane 0's; data packets every lane's */
+  pl_snac_push(a, x, myhdr);
   pl_snac_self(a, x);
   PL_SNAC_STAMP(a, 2);
   for (int i = 0; i < w; i++) { /* every rank's header at once, one barrier */

@@ -40,7 +40,9 @@ typedef struct {
 } pl_pkt_t;
 
 /* Bytes per segment of a packet reduction, and scratch buffers needed (one per rank). */
+#ifndef PL_SNAC_SEG /* a datapath may set its own (CUDA: cuda_int.h) */
 #define PL_SNAC_SEG 4096
+#endif
 
 /* Header word 0 and flags. */
 #define PL_HDR_TAG 0x534eull /* "SN" */
@@ -111,7 +113,7 @@ PL_HD int pl_snac_gather_lat(const pl_snac_t *x, uint64_t bytes) {
   return bytes <= x->plan.lat_max;
 }
 PL_HD int pl_snac_reduce_lat(const pl_snac_t *x, int d) {
-  if (x->c.coll == PL_COLL_ALL_REDUCE) return x->plan.ar_oneshot;
+  if (x->c.coll == PL_COLL_ALL_REDUCE) return x->plan.ar_oneshot || x->plan.ar_twoshot;
   return pl_shard_bytes(&x->c, d) <= x->plan.lat_max;
 }
 

@@ -469,7 +469,7 @@ static void matrix(int quick, int big) {
   /* 1 element, odd sizes, the packet/stage boundary of the default tuning (16 KiB per block),
    * several chunks and both staging halves of the 4 MiB default */
   static const size_t small[] = {1, 3, 33, 1000, 4099};
-  static const size_t mid[] = {20000, 300007, 1500000};
+  static const size_t mid[] = {20000, 100003, 300007, 1500000}; /* 100003: two-shot AllReduce */
   double t0 = now_s();
   for (int coll = 0; coll < C_COUNT; coll++)
     for (int di = 0; di < 5; di++)

@@ -113,7 +113,7 @@ static void test_defaults(void) {
   CHECK(strcmp(pl_param_name(PL_PARAM_STAGING_BYTES), "PURLIN_STAGING_BYTES") == 0);
   CHECK(pl_param_int(PL_PARAM_TIMEOUT_MS) == 120000);
   CHECK(pl_param_int(PL_PARAM_STAGING_BYTES) == 0);
-  CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 64 << 10);
+  CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 0); /* default: the tuning table */
   CHECK(pl_param_int(PL_PARAM_CHUNK_BYTES) == 0);
   CHECK(pl_param_int(PL_PARAM_SPIN_ITERS) == 2000);
   CHECK(pl_param_int(PL_PARAM_DISABLE_MULTIMEM) == 1);
@@ -147,7 +147,7 @@ static void test_env_and_reload(void) {
   setenv("PURLIN_DATAPATH", "host", 1);
   setenv("PURLIN_SPIN_ITERS", "-3", 1);
   /* Cached: nothing changes until a reload. */
-  CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 64 << 10);
+  CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 0); /* default: the tuning table */
   CHECK(pl_param_int(PL_PARAM_TIMEOUT_MS) == 120000);
   CHECK(strcmp(pl_param_str(PL_PARAM_DATAPATH), "auto") == 0);
   const char *old_datapath = pl_param_str(PL_PARAM_DATAPATH);
@@ -170,7 +170,7 @@ static void test_env_and_reload(void) {
   /* Back to defaults after unset + reload. */
   unset_all();
   pl_param_reload();
-  CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 64 << 10);
+  CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 0); /* default: the tuning table */
   CHECK(strcmp(pl_param_str(PL_PARAM_DATAPATH), "auto") == 0);
 }
 
@@ -204,7 +204,7 @@ static void test_malformed(void) {
     CHECK(pl_param_int(PL_PARAM_TIMEOUT_MS) == 120000);
     CHECK(pl_param_int(PL_PARAM_SPIN_ITERS) == 2000);
     CHECK(pl_param_int(PL_PARAM_STAGING_BYTES) == 0);
-    CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 64 << 10);
+    CHECK(pl_param_int(PL_PARAM_PACKET_BYTES) == 0); /* default: the tuning table */
     CHECK(pl_param_int(PL_PARAM_CHUNK_BYTES) == 0);
   }
   CHECK(strcmp(pl_param_str(PL_PARAM_TIMEOUT_MS), "120000") == 0); /* the default is in force */
@@ -260,7 +260,7 @@ static void test_print(void) {
   CHECK(rows == PL_PARAM_COUNT);
   /* Values and sources. */
   const char *pb = strstr(text, "\nPURLIN_PACKET_BYTES ");
-  CHECK(pb != NULL && strstr(pb, " 256K ") && strstr(pb, " 64K ") && strstr(pb, " env "));
+  CHECK(pb != NULL && strstr(pb, " 256K ") && strstr(pb, " 0 ") && strstr(pb, " env "));
   CHECK(pb != NULL && strstr(pb, " env ") < strchr(pb + 1, '\n'));
   const char *to = strstr(text, "\nPURLIN_TIMEOUT_MS ");
   CHECK(to != NULL && strstr(to, " default ") < strchr(to + 1, '\n'));
