@@ -101,7 +101,7 @@ PURLIN_DEV_FN void purlin_dev_publish_block(uint64_t *flag, uint64_t v) {
 
 /* The stop conditions of a user wait: the communicator's abort word, the deadline. */
 PURLIN_DEV_FN pl_wait_t purlin_dev_wait_spec_(const purlin_dev_handle_t *h, uint64_t deadline) {
-  pl_wait_t w = {h->abort, NULL, 0, NULL, h->timeout_ns, deadline};
+  pl_wait_t w = {h->abort, NULL, 0, NULL, h->timeout_ns, deadline, 0};
   return w;
 }
 

@@ -19,6 +19,8 @@
   X(LATENCY_MAX_BYTES, SIZE, "0", "largest per-peer block sent as packets; 0: tuning table")       \
   X(ONESHOT_MAX_BYTES, SIZE, "0", "largest AllReduce done one-shot (full push); 0: tuning table") \
   X(TWOSHOT_MAX_BYTES, SIZE, "0", "largest two-shot packet AllReduce (1: never); 0: tuning table") \
+  X(LANE_BYTES, SIZE, "0", "CUDA: one lane per this many bytes of a call, up to LANES; 0: table") \
+  X(POLL_BACKOFF_NS, INT, "-1", "CUDA: ns of sleep between packet polls (0: spin); -1: table")     \
   X(THREADS, INT, "0", "CUDA threads per CTA for every call (32..512); 0: tuning table")         \
   X(LANES, INT, "0", "lanes per role; 0: tuning table")                                          \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \

@@ -44,6 +44,9 @@ typedef struct {
   uint64_t staging_bytes; /* staging memory per rank (both halves), unless the config gives it */
   uint64_t threads;     /* CUDA: threads per CTA of a call that stages (local: need not agree) */
   uint64_t lat_threads; /* CUDA: threads per CTA of a call that stages nothing (packets only) */
+  uint64_t lane_bytes;  /* a call of B agreed bytes runs ceil(B / lane_bytes) lanes, at most
+                           lanes (0: always lanes); V collectives always run lanes */
+  uint64_t backoff_ns;  /* CUDA: sleep between packet polls (local) */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page
@@ -94,6 +97,15 @@ PL_HD void pl_plan_make(const pl_call_t *c, const pl_ws_geom_t *g, const pl_tune
   p->nslots = g->stg_half / p->slot_bytes;
   p->seam_off = p->nblocks * k;
   p->lanes = t->lanes < 1 ? 1 : t->lanes > PL_MAX_LANES ? PL_MAX_LANES : (int)t->lanes;
+  /* Few lanes for small calls: every lane polls every header, and idle CTAs only add polling.
+   * The size must be one every rank knows: the V collectives' is not (A2AV), or not on the host
+   * before the kernel reads device counts, so they keep every lane. */
+  if (t->lane_bytes && !pl_coll_is_v(c->coll)) {
+    uint64_t b = c->count * c->esize * (c->coll == PL_COLL_ALL_REDUCE ? 1 : (uint64_t)c->world);
+    uint64_t want = (b + t->lane_bytes - 1) / t->lane_bytes;
+    if (want < 1) want = 1;
+    if (want < (uint64_t)p->lanes) p->lanes = (int)want;
+  }
 }
 
 PL_HD uint64_t pl_rounds(uint64_t bytes, uint64_t chunk) { return (bytes + chunk - 1) / chunk; }

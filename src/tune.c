@@ -20,6 +20,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->staging_bytes = 4u << 20;
   t->threads = 0; /* CUDA only */
   t->lat_threads = 0;
+  t->lane_bytes = 0;
+  t->backoff_ns = 0;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
@@ -32,6 +34,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     t->twoshot_max = 1u << 20;
     t->threads = 512;
     t->lat_threads = 256;
+    t->lane_bytes = 64u << 10;
   }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
@@ -39,6 +42,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   if ((v = pl_param_int(PL_PARAM_TWOSHOT_MAX_BYTES)) > 0) t->twoshot_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_CHUNK_BYTES)) > 0) t->chunk_max = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_STAGING_BYTES)) > 0) t->staging_bytes = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_LANE_BYTES)) > 0) t->lane_bytes = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_POLL_BACKOFF_NS)) >= 0) t->backoff_ns = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
     t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
   /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each

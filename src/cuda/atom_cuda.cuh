@@ -37,6 +37,7 @@ typedef struct {
   pl_ctrl_t *me;      /* this rank's control block */
   uint64_t epoch;
   uint64_t timeout;   /* ns, from the start of each wait (PURLIN_TIMEOUT_MS) */
+  uint32_t backoff;   /* ns between packet polls (PURLIN_POLL_BACKOFF_NS) */
   char *scratch;
   const uint64_t *symtab;
   int world;
@@ -66,7 +67,7 @@ typedef struct {
 static_assert(PL_WAIT_SIBLING == PL_CUDA_STOP_SIBLING, "one code for a sibling's failure");
 PL_DEV pl_wait_t pl_dev_wait_spec(pl_atom_t *a, int group) {
   pl_wait_t w = {&a->me->abort, &a->me->err_epoch, a->epoch + 1,
-                 group ? (const volatile int *)&a->sh->err : NULL, a->timeout, 0};
+                 group ? (const volatile int *)&a->sh->err : NULL, a->timeout, 0, a->backoff};
   return w;
 }
 /* Why a spinning thread must stop, or 0 (*deadline is 0 until the first check, which sets it). */

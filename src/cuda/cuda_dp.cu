@@ -859,6 +859,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.err = dp->err_dev;
   args.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   args.prof = pl_param_int(PL_PARAM_PROFILE) > 0;
+  args.backoff_ns = (uint32_t)comm->tune.backoff_ns;
   pl_dev_enter(comm, &g);
   cudaError_t e = dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);

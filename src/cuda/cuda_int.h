@@ -68,6 +68,7 @@ typedef struct {
   pl_cuda_err_t *err;          /* device pointer of the pinned error record */
   uint64_t timeout_ns;
   int prof;                    /* PURLIN_PROFILE */
+  uint32_t backoff_ns;         /* PURLIN_POLL_BACKOFF_NS */
   uint64_t zc_avail;           /* device counts (x.c.counts_dev): send lies in the purlin_mem_alloc
                                   buffer x.sym_send with this many bytes from it; the kernel turns
                                   zero copy on when the extent it derives fits (0: no) */

@@ -447,6 +447,8 @@ typedef struct {
   const volatile int *group; /* non-zero: another thread of the group failed: PL_WAIT_GROUP */
   uint64_t timeout;          /* ns, counted from the first check, when deadline is 0 */
   uint64_t deadline;         /* %globaltimer ns; 0: first check + timeout */
+  uint32_t backoff;          /* packet waits: ns of __nanosleep between polls after the first
+                                few (0: spin); thousands of spinning threads slow the writers */
 } pl_wait_t;
 #define PL_WAIT_SIBLING 1 /* positive: not an error of this wait's own */
 #define PL_WAIT_GROUP 2
@@ -483,6 +485,9 @@ PL_DC int pl_wait_pkt(const void *p, uint64_t value, int mode, const pl_wait_t *
     pl_ld_pkt(p, &d, &f);
     if (pl_ready(f, value, mode)) break;
     if ((++n & PL_SPIN_CHECK) == 0 && (st = pl_wait_check(w, &deadline)) != 0) return st;
+#if __CUDA_ARCH__ >= 700
+    if (w->backoff && n > 2) __nanosleep(w->backoff);
+#endif
   }
   *data = d;
   return 0;

@@ -146,6 +146,7 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
   a.me = pl_snac_ctrl(&sh.x, sh.x.c.rank);
   a.epoch = sh.x.epoch;
   a.timeout = args.timeout_ns;
+  a.backoff = args.backoff_ns;
   a.scratch = args.scratch + (uint64_t)sh.x.lane * sh.x.c.world * PL_SNAC_SEG;
   a.symtab = args.symtab;
   a.world = sh.x.c.world;
