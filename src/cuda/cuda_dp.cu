@@ -25,6 +25,7 @@ extern "C" {
 }
 #include "cuda/cuda_dp.h"
 #include "cuda/cuda_int.h"
+#include "cuda/ce.h"
 #include "cuda/atom_cuda.cuh" /* snac.h needs an atom; the host only uses its pure functions */
 #include "snac/snac.h"
 
@@ -147,6 +148,8 @@ struct pl_cuda_dp {
   int watch_on, watch_pipe[2];
   int dead[PL_MAX_WORLD]; /* set by the watchdog (atomics): that rank's process has ended */
   int dead_rank;          /* the first rank seen dead, -1 */
+  int ce_on;              /* PURLIN_ATOM=ce asked for (pl_pick_atom) */
+  struct pl_ce *ce;       /* the copy-engine atom for gather collectives (ce.cu); NULL: off */
 };
 
 /* The atoms built into this library, oldest first, with the compute capability (x100) each
@@ -333,8 +336,9 @@ static purlin_status_t pl_check_peers(struct purlin_comm *comm) {
 
 /* PURLIN_ATOM=auto: the newest atom for the compute capability (1000 on 10.x only: later
  * generations get 900's code, JIT-compiled from the newest PTX). A forced atom the device cannot
- * run (or "ce", not built yet) logs a WARN and falls back to auto's choice: atoms differ only in
- * how bytes move, so ranks with different atoms still agree. */
+ * run logs a WARN and falls back to auto's choice: atoms differ only in how bytes move, so ranks
+ * with different atoms still agree. "ce" keeps auto's atom for the SM kernel and turns the
+ * copy-engine atom on for gather collectives (ce.cu; every rank must, checked by pl_ce_init). */
 static int pl_pick_atom(struct purlin_comm *comm, int major, int minor) {
   const char *want = pl_param_str(PL_PARAM_ATOM);
   int cc = major * 100 + minor * 10, n = (int)(sizeof pl_atoms / sizeof pl_atoms[0]), pick = 0;
@@ -345,8 +349,7 @@ static int pl_pick_atom(struct purlin_comm *comm, int major, int minor) {
     for (int i = 0; i < n; i++)
       if (pl_atoms[i].atom == req) found = i;
     if (!strcmp(want, "ce"))
-      PL_WARN("PURLIN_ATOM=ce: the copy-engine atom is not built yet (docs/gpu.md); using atom %d",
-              pl_atoms[pick].atom);
+      comm->cuda->ce_on = 1;
     else if (found < 0)
       PL_WARN("PURLIN_ATOM=%s: no such atom (700, 800, 900, 1000, ce); using atom %d", want,
               pl_atoms[pick].atom);
@@ -459,6 +462,7 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
 #undef PL_TRY_
     /* every workspace is zeroed before any rank may write into a peer's */
     if ((st = pl_agree(comm, local, "init: CUDA buffers"))) break;
+    if ((st = pl_ce_init(comm, dp->ce_on, dp->state, dp->hdr, dp->err_dev, &dp->ce))) break;
     PL_INFO("CUDA datapath: device %d (%s, sm_%d%d), atom %d, workspace %llu bytes mapped x %d",
             comm->device, prop.name, prop.major, prop.minor, dp->atom,
             (unsigned long long)dp->ws.size, comm->world);
@@ -476,6 +480,8 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   pl_dev_enter(comm, &g);
   cudaDeviceSynchronize(); /* nothing of ours may run on memory about to go */
   (void)cudaGetLastError();
+  pl_ce_fini(dp->ce);
+  dp->ce = NULL;
   pl_cuda_state_t ps;
   if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
       cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess && ps.prof_calls) {
@@ -814,6 +820,12 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   x->recv = (char *)recv;
   x->in_place = in_place;
   memcpy(x->ws, comm->ws, sizeof(x->ws));
+  if (dp->ce && pl_ce_takes(call)) { /* PURLIN_ATOM=ce: copy engines move the data (ce.cu) */
+    pl_dev_enter(comm, &g);
+    purlin_status_t cst = pl_ce_run(comm, dp->ce, &args, stream);
+    pl_dev_leave(comm, &g);
+    return cst;
+  }
   pl_plan_make(&x->c, &x->geom, &comm->tune, &x->plan);
   /* Zero copy, as on the host datapath (host_exec.c): AllToAll in place must stage. */
   int a2a = call->coll == PL_COLL_ALL_TO_ALL || call->coll == PL_COLL_ALL_TO_ALL_V;

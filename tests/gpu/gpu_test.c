@@ -6,6 +6,9 @@
  *                                               new counts per replay, MISMATCH between ranks
  *   purlinrun -n N gpu_test --fault mismatch                          MISMATCH on every rank
  *   purlinrun -n N gpu_test --fault kill                              rank N-1 dies mid-call
+ *   purlinrun -n N gpu_test --fault kill-gather                       the same in an AllGather
+ *   --no-a2av: skip all_to_all_v cases (PURLIN_ATOM=ce with a small PURLIN_STAGING_BYTES refuses
+ *   blocks above staging/world; see docs/gpu.md)
  *
  * Every rank picks device PURLIN_LOCAL_RANK % devices (several ranks share a GPU under MPS), runs
  * the same list of cases in lockstep, and checks its whole output buffer element by element: the
@@ -375,6 +378,7 @@ static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, c
 static int g_devcounts;   /* eager V cases pass their counts in device memory */
 static size_t *g_cnt_dev; /* 4 * DCW words of device memory */
 static int g_perturb;     /* mismatch test: the last rank adds 1 to its recvcounts[0] */
+static int g_no_a2av;     /* --no-a2av */
 
 static void dev_counts_fill(const case_t *c, const lay_t *L, size_t h[4][DCW]) {
   memset(h, 0, sizeof(size_t) * 4 * DCW);
@@ -460,6 +464,7 @@ static void run_case(const case_t *c) {
 static uint64_t g_case_no;
 static void add(int coll, int dtype, int op, int mode, size_t count, int buf, int vdispl) {
   case_t c = {coll, dtype, op, mode, buf, vdispl, count, 0};
+  if (g_no_a2av && coll == C_A2AV) return;
   c.key = mix(g_seed * 1000003 + ++g_case_no);
   run_case(&c);
 }
@@ -822,17 +827,39 @@ static int fault_mismatch(void) {
     return 1;
   }
   add(C_A2A, PURLIN_F32, PURLIN_SUM, 1, 70000, B_OUT_DD, 0);
+  /* a gather collective (PURLIN_ATOM=ce: the copy-engine atom's header kernel finds it) */
+  st = purlin_all_gather(g_dev[0], g_dev[1], 1000 + (g_rank == g_world - 1 ? 1 : 0), PURLIN_F32,
+                         g_comm, g_stream, NULL);
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_comm_get_async_error(g_comm, &ast);
+  if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH) {
+    fail_line("mismatch (all_gather count): launch %s, async %s: %s", purlin_status_name(st),
+              purlin_status_name(ast), purlin_comm_last_error(g_comm));
+    return 1;
+  }
+  add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 300000 / g_world, B_OUT_DD, 0);
+  add(C_AGV, PURLIN_F32, PURLIN_SUM, 1, 5000, B_OUT_MM, 1);
   g_pass++;
   return 0;
 }
 
-/* Rank world-1 launches a large AllReduce and exits at once (its kernel dies with it). The others
- * must see TIMEOUT or REMOTE within PURLIN_TIMEOUT_MS (plus slack), and later calls must refuse. */
-static int fault_kill(int timeout_ms) {
+/* The call of fault_kill: a large AllReduce, or (gather) an AllGather of 16 MiB in all. */
+static purlin_status_t kill_call(int gather, size_t n) {
+  if (gather)
+    return purlin_all_gather(g_dev[0], g_dev[1], ((size_t)16 << 20) / 4 / (size_t)g_world,
+                             PURLIN_F32, g_comm, g_stream, NULL);
+  return purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
+}
+
+/* Rank world-1 launches a large AllReduce (or AllGather) and exits at once (its kernel dies with
+ * it). The others must see TIMEOUT or REMOTE within PURLIN_TIMEOUT_MS (plus slack), and later calls
+ * must refuse. */
+static int fault_kill(int timeout_ms, int gather) {
   size_t n = ((size_t)32 << 20) / 4;
   add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0); /* all alive */
+  if (gather) add(C_AG, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0);
   if (g_rank == g_world - 1) {
-    purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
+    kill_call(gather, n);
     usleep(2000);
     fprintf(stderr, "gpu_test: rank %d: exiting mid-call (fault injection)\n", g_rank);
     _exit(0);
@@ -841,7 +868,7 @@ static int fault_kill(int timeout_ms) {
   purlin_status_t st = PURLIN_OK, ast = PURLIN_OK;
   cudaError_t ce = cudaSuccess;
   for (int i = 0; i < 4 && !st && !ast && ce == cudaSuccess; i++) {
-    st = purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
+    st = kill_call(gather, n);
     /* under MPS the dead rank's memory may vanish under the running kernel: a CUDA error here,
      * which purlin must then explain (the dead rank named, the context declared unusable) */
     ce = cudaStreamSynchronize(g_stream);
@@ -878,11 +905,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--graph")) graph = 1;
     else if (!strcmp(argv[i], "--tiny")) tiny_only = 1;
     else if (!strcmp(argv[i], "--device-counts")) devcounts = 1;
+    else if (!strcmp(argv[i], "--no-a2av")) g_no_a2av = 1;
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
     else {
       fprintf(stderr, "usage: gpu_test [--quick|--tiny|--device-counts] [--big] [--graph] "
-                      "[--seed S] [--fault mismatch|kill]\n");
+                      "[--seed S] [--no-a2av] [--fault mismatch|kill|kill-gather]\n");
       return 2;
     }
   }
@@ -926,9 +954,9 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (fault && !strcmp(fault, "mismatch")) {
     rc = fault_mismatch();
-  } else if (fault && !strcmp(fault, "kill")) {
+  } else if (fault && (!strcmp(fault, "kill") || !strcmp(fault, "kill-gather"))) {
     const char *t = getenv("PURLIN_TIMEOUT_MS");
-    rc = fault_kill(t ? atoi(t) : 120000);
+    rc = fault_kill(t ? atoi(t) : 120000, !strcmp(fault, "kill-gather"));
     printf("gpu_test: rank %d: %ld passed, %ld failed\n", g_rank, g_pass, g_fail);
     fflush(stdout);
     _exit(rc || g_fail ? 1 : 0); /* the communicator is aborted; skip the collective frees */
@@ -942,7 +970,7 @@ int main(int argc, char **argv) {
     matrix(quick, big);
     if (graph) graph_test();
   }
-  for (int k = 0; k < 2 && !(fault && !strcmp(fault, "kill")); k++) { /* after a death: aborted */
+  for (int k = 0; k < 2 && !(fault && !strncmp(fault, "kill", 4)); k++) { /* after a death: aborted */
     PK(purlin_mem_free(g_comm, g_sym[k]));
     cudaFree(g_dev[k]);
   }
