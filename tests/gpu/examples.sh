@@ -7,6 +7,9 @@
 # examples/device_bcast.cu: the tutorial's broadcast (docs/device-api.md), every byte checked.
 # examples/fused_allreduce_rmsnorm.cu: AllReduce + residual add + RMSNorm fused with the device API
 # against purlin_all_reduce + add + RMSNorm kernels: bitwise equal, and the time of each.
+# examples/ce_gemm_overlap.cu: cuBLAS GEMMs beside AllGathers on the SM kernel and on the copy
+# engines (PURLIN_ATOM=ce), every output element checked; the GEMM slowdown of each (also at one
+# rank per GPU when there are several GPUs).
 # Environment:
 #   BUILD=dir        build directory (default build-gpu-run, shared with run.sh)
 #   ARCH=90          CMAKE_CUDA_ARCHITECTURES
@@ -44,12 +47,13 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     tail -30 "$LOGS/examples-configure.log"; echo "examples.sh: configure failed"; exit 1
   fi
   if ! cmake --build "$BUILD" -j "$(nproc)" --target purlin purlinrun device_bcast \
-      fused_allreduce_rmsnorm > "$LOGS/examples-build.log" 2>&1; then
+      fused_allreduce_rmsnorm ce_gemm_overlap > "$LOGS/examples-build.log" 2>&1; then
     grep -E "error|Error" "$LOGS/examples-build.log" | head -30; echo "examples.sh: build failed"; exit 1
   fi
 fi
 RUN=$BUILD/purlinrun
-for x in "$RUN" "$BUILD/examples/device_bcast" "$BUILD/examples/fused_allreduce_rmsnorm"; do
+for x in "$RUN" "$BUILD/examples/device_bcast" "$BUILD/examples/fused_allreduce_rmsnorm" \
+    "$BUILD/examples/ce_gemm_overlap"; do
   [ -x "$x" ] || { echo "examples.sh: $x missing"; exit 1; }
 done
 
@@ -85,7 +89,12 @@ run() {
 for w in $WORLDS; do
   run device_bcast "$w" 120 --
   run fused_allreduce_rmsnorm "$w" 300 --
+  run ce_gemm_overlap "$w" 300 --
 done
+# one rank per GPU (the worlds above share GPUs under MPS when there are fewer GPUs than ranks)
+if [ "$NGPU" -gt 1 ] && ! echo " $WORLDS " | grep -q " $NGPU "; then
+  run ce_gemm_overlap "$NGPU" 300 --
+fi
 
 # ---- summary --------------------------------------------------------------------------------------
 {
