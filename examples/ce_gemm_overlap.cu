@@ -21,8 +21,9 @@
  * Checked, not assumed: before and after the timed loops, each path's output is compared element
  * by element with what every rank's random input must give (inputs from a hash of the seed, rank
  * and index, always odd; outputs poisoned with an even pattern before the call).
- * Ranks may share a GPU under MPS (tests/gpu/mps.sh): the GEMMs then share its SMs too, which the
- * "gemm alone" row includes, since every rank runs its GEMMs in every row. */
+ * The collective stream has the highest priority, the GEMM stream the default one (both paths
+ * alike). Ranks may share a GPU under MPS (tests/gpu/mps.sh): the GEMMs then share its SMs too,
+ * which the "gemm alone" row includes, since every rank runs its GEMMs in every row. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,7 +255,12 @@ int main(int argc, char **argv) {
   PK(purlin_comm_rank(g_comm, &g_rank));
   PK(purlin_comm_size(g_comm, &g_world));
   CK(cudaStreamCreateWithFlags(&g_sg, cudaStreamNonBlocking));
-  CK(cudaStreamCreateWithFlags(&g_sc, cudaStreamNonBlocking));
+  /* the collective's stream at the highest priority (as NCCL advises for its streams): a
+   * kernel waiting behind the GEMM's pending CTAs would otherwise start only at the GEMM's last
+   * wave, for the SM kernel and for ce's one-CTA flag kernels alike */
+  int prio_lo = 0, prio_hi = 0;
+  CK(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+  CK(cudaStreamCreateWithPriority(&g_sc, cudaStreamNonBlocking, prio_hi));
   BK(cublasCreate(&g_blas));
   BK(cublasSetStream(g_blas, g_sg));
 
