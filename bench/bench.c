@@ -1,6 +1,7 @@
 /* bench.c -- the benchmark driver behind testAR testAG testRS testA2A testAGV testRSV testA2AV.
  * One source: the collective comes from the BENCH_COLL compile definition, else from argv[0].
- * Output reads like nccl-tests; every size is checked against a host reference; the speed of light
+ * Output reads like nccl-tests; every size is checked against a reference regenerated from the
+ * inputs (on the GPU on the CUDA datapath, check.cu; on the host otherwise); the speed of light
  * (copy bandwidth, zero-byte all-to-all barrier) is measured in the same run; --baseline nccl runs
  * NCCL beside purlin. See bench/README.md. */
 #include <ctype.h>
@@ -28,7 +29,14 @@ typedef struct {
   size_t rotate_bytes;
   int rotate_buffers;
   const char *json, *csv;
+  int check_on, gen_on; /* where inputs are checked / generated: WHERE_* */
 } opts_t;
+
+/* Where the check runs: the host reference (bench_check), the GPU (bench_check_dev), or the GPU's
+ * algorithm emulated on the host (bench_check_emul, for tests without a GPU); auto: the GPU on the
+ * CUDA datapath, the host otherwise. The inputs likewise (host or device generator). */
+enum { WHERE_AUTO, WHERE_HOST, WHERE_DEVICE, WHERE_EMUL };
+static const char *const where_names[] = {"auto", "host", "device", "emul"};
 
 static opts_t O = {1024,
                    (size_t)64 << 20,
@@ -51,39 +59,44 @@ static opts_t O = {1024,
                    (size_t)32 << 20,
                    4,
                    NULL,
-                   NULL};
+                   NULL,
+                   WHERE_AUTO,
+                   WHERE_AUTO};
 static int coll;
 static int corrupt_env;
 
 /* ---- arguments ---------------------------------------------------------------------------- */
 static void usage(const char *prog) {
-  printf(
-      "usage: %s [minBytes] [maxBytes] [graphLaunches] [runs] [warmup] [seed] [flags]\n"
-      "Run under a launcher: purlinrun -n N %s ... (or torchrun, mpirun, srun).\n"
-      "  -b, --minbytes SIZE   smallest size (1K, 64M, 1G; default 1K)\n"
-      "  -e, --maxbytes SIZE   largest size (default 64M)\n"
-      "  -f, --stepfactor F    multiply the size by F (default 2)\n"
-      "  -n, --iters N         calls per timed sample = positional `runs` (default 20)\n"
-      "  -R, --repeats N       timed samples; the median is reported (default 5)\n"
-      "  -w, --warmup N        warm-up calls, or graph launches with -G (default 5)\n"
-      "  -G, --graph N         CUDA: capture the N-call loop in a graph, replay it N times per "
-      "sample (default 0: eager)\n"
-      "  -c, --check 0|1       check every size against a host reference (default 1)\n"
-      "  -d, --datatype T      f32 f16 bf16 f64 i8 u8 i32 u32 i64 u64 fp8_e4m3 fp8_e5m2, or all "
-      "(default bf16)\n"
-      "  -o, --op OP           sum prod min max avg, or all (default sum)\n"
-      "  -i, --inplace 0|1|2   0 out-of-place only, 1 in-place only, 2 both (default 2)\n"
-      "  -z, --seed N          seed of the inputs and of the V splits (default 1)\n"
-      "      --zipf S          V variants: Zipf exponent of the splits (default 0.125)\n"
-      "      --mode det|nondet reduction mode (default nondet)\n"
-      "      --mem malloc|purlin  buffers from malloc/cudaMalloc or purlin_mem_alloc\n"
-      "      --rotate BYTES    rotate input buffers when a size's buffers fit in BYTES (32M)\n"
-      "      --baseline nccl   run NCCL beside purlin (CUDA, one rank per GPU)\n"
-      "  -J, --json FILE       write all rows and parameters as JSON\n"
-      "      --csv FILE        write all rows as CSV\n"
-      "  -h, --help            this text\n"
-      "Environment: PURLIN_BENCH_CORRUPT=1 flips one output element before each check (tests).\n",
-      prog, prog);
+  printf("usage: %s [minBytes] [maxBytes] [graphLaunches] [runs] [warmup] [seed] [flags]\n"
+         "Run under a launcher: purlinrun -n N %s ... (or torchrun, mpirun, srun).\n"
+         "  -b, --minbytes SIZE   smallest size (1K, 64M, 1G; default 1K)\n"
+         "  -e, --maxbytes SIZE   largest size (default 64M)\n"
+         "  -f, --stepfactor F    multiply the size by F (default 2)\n"
+         "  -n, --iters N         calls per timed sample = positional `runs` (default 20)\n"
+         "  -R, --repeats N       timed samples; the median is reported (default 5)\n"
+         "  -w, --warmup N        warm-up calls, or graph launches with -G (default 5)\n"
+         "  -G, --graph N         CUDA: capture the N-call loop in a graph, replay it N times per "
+         "sample (default 0: eager)\n"
+         "  -c, --check 0|1       check every size (default 1)\n"
+         "      --check-on W      auto|host|device|emul: where the check runs (auto: device on the "
+         "CUDA datapath, else host; emul: the device algorithm on the host)\n"
+         "      --gen-on W        auto|host|device: where the inputs are generated (same bits)\n"
+         "  -d, --datatype T      f32 f16 bf16 f64 i8 u8 i32 u32 i64 u64 fp8_e4m3 fp8_e5m2, or all "
+         "(default bf16)\n"
+         "  -o, --op OP           sum prod min max avg, or all (default sum)\n"
+         "  -i, --inplace 0|1|2   0 out-of-place only, 1 in-place only, 2 both (default 2)\n"
+         "  -z, --seed N          seed of the inputs and of the V splits (default 1)\n"
+         "      --zipf S          V variants: Zipf exponent of the splits (default 0.125)\n"
+         "      --mode det|nondet reduction mode (default nondet)\n"
+         "      --mem malloc|purlin  buffers from malloc/cudaMalloc or purlin_mem_alloc\n"
+         "      --rotate BYTES    rotate input buffers when a size's buffers fit in BYTES (32M)\n"
+         "      --baseline nccl   run NCCL beside purlin (CUDA, one rank per GPU)\n"
+         "  -J, --json FILE       write all rows and parameters as JSON\n"
+         "      --csv FILE        write all rows as CSV\n"
+         "  -h, --help            this text\n"
+         "Environment: PURLIN_BENCH_CORRUPT=1 flips one output element before each check (tests);\n"
+         "  PURLIN_BENCH_CHECK_ON, PURLIN_BENCH_GEN_ON: defaults of --check-on, --gen-on.\n",
+         prog, prog);
 }
 
 static size_t parse_size(const char *s) {
@@ -141,6 +154,13 @@ static int parse_dtype(const char *s) {
     if (!strcmp(s, aliases[i].alias))
       return aliases[i].dt;
   bench_die("unknown dtype '%s' (f32 f16 bf16 f64 i8 u8 i32 u32 i64 u64 fp8_e4m3 fp8_e5m2 all)", s);
+}
+
+static int parse_where(const char *s, const char *what, int emul_ok) {
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(s, where_names[i]) && (i != WHERE_EMUL || emul_ok))
+      return i;
+  bench_die("%s is auto, host or device%s, not '%s'", what, emul_ok ? " (or emul)" : "", s);
 }
 
 static int parse_op(const char *s) {
@@ -214,6 +234,10 @@ static void parse_args(int argc, char **argv) {
       O.json = argv[++i];
     else if (ARG("--csv", "--csv"))
       O.csv = argv[++i];
+    else if (ARG("--check-on", "--check-on"))
+      O.check_on = parse_where(argv[++i], "--check-on", 1);
+    else if (ARG("--gen-on", "--gen-on"))
+      O.gen_on = parse_where(argv[++i], "--gen-on", 0);
     else if (ARG("--mode", "--mode")) {
       const char *m = argv[++i];
       if (!strcmp(m, "det"))
@@ -265,6 +289,19 @@ static void parse_args(int argc, char **argv) {
     bench_die("-i is 0, 1 or 2");
   if (!bench_colls[coll].reduce)
     O.nops = 1, O.ops[0] = PURLIN_SUM;
+}
+
+/* auto -> device on the CUDA datapath, host otherwise; device needs the CUDA datapath. */
+static void resolve_where(void) {
+  int dev = B.cuda && BENCH_CUDA;
+  if (O.check_on == WHERE_AUTO)
+    O.check_on = dev ? WHERE_DEVICE : WHERE_HOST;
+  if (O.gen_on == WHERE_AUTO)
+    O.gen_on = dev ? WHERE_DEVICE : WHERE_HOST;
+  if (!dev && (O.check_on == WHERE_DEVICE || O.gen_on == WHERE_DEVICE))
+    bench_die("--check-on/--gen-on device need the CUDA datapath (this run is on the host "
+              "datapath%s)",
+              BENCH_CUDA ? "" : ", and the bench was built without CUDA");
 }
 
 static int coll_from_name(const char *argv0) {
@@ -410,6 +447,12 @@ static void fill_inputs(const call_t *c, int b) {
   void *s, *r, *out;
   pointers(c, b, &s, &r, &out);
   size_t n = c->g->send_elems, es = c->g->esize, chunk = (size_t)1 << 20;
+#if BENCH_CUDA
+  if (O.gen_on == WHERE_DEVICE) {
+    bench_gen_dev(s, c->dtype, O.seed, B.rank, c->g->bytes, b, 0, n);
+    return;
+  }
+#endif
   if (!B.cuda) {
     bench_gen(s, c->dtype, O.seed, B.rank, c->g->bytes, b, 0, n);
     return;
@@ -443,8 +486,11 @@ static double time_call(call_t *c) {
   return median(us, O.repeats);
 }
 
+static double check_s; /* this rank's seconds in checks (compare, not the call), for the footer */
+
 /* Poison the output, rewrite the inputs of buffer 0, run once, compare on every rank; the sum of
- * the wrong elements over ranks. */
+ * the wrong elements over ranks. PURLIN_BENCH_CORRUPT: rank 0 flips one element of its output
+ * buffer first (purlin's calls only), whichever check then reads it. */
 static uint64_t check_call(call_t *c) {
   void *s, *r, *out;
   pointers(c, 0, &s, &r, &out);
@@ -454,8 +500,19 @@ static uint64_t check_call(call_t *c) {
   call_fn(c, 0);
   bench_sync();
   int exact = O.det || !bench_colls[coll].reduce;
-  uint64_t wrong = bench_check(c->g, out, c->dtype, c->op, O.seed, exact,
-                               corrupt_env && B.rank == 0 && !c->nccl);
+  if (corrupt_env && B.rank == 0 && !c->nccl)
+    bench_corrupt(c->g, out);
+  double t0 = bench_now_us();
+  uint64_t wrong;
+  if (O.check_on == WHERE_EMUL)
+    wrong = bench_check_emul(c->g, out, c->dtype, c->op, O.seed, exact);
+#if BENCH_CUDA
+  else if (O.check_on == WHERE_DEVICE)
+    wrong = bench_check_dev(c->g, out, c->dtype, c->op, O.seed, exact);
+#endif
+  else
+    wrong = bench_check(c->g, out, c->dtype, c->op, O.seed, exact);
+  check_s += (bench_now_us() - t0) * 1e-6;
   bench_allreduce_host(&wrong, 1, PURLIN_U64, PURLIN_SUM);
   return wrong;
 }
@@ -537,9 +594,9 @@ static void print_header(const char *tool, int datapath) {
     return;
   }
   printf("# purlin %s (%s): minBytes %zu maxBytes %zu step: %g(factor) warmup: %d iters: %d "
-         "repeats: %d graph: %d check: %d\n",
+         "repeats: %d graph: %d check: %d (on %s, inputs on %s)\n",
          tool, bench_colls[coll].name, O.min_bytes, O.max_bytes, O.factor, O.warmup, O.iters,
-         O.repeats, O.graph, O.check);
+         O.repeats, O.graph, O.check, where_names[O.check_on], where_names[O.gen_on]);
   printf("# ranks: %d  datapath: %s  memory: %s  mode: %s  seed: %llu%s", B.world,
          datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
          O.purlin_mem ? "purlin_mem_alloc" : (B.cuda ? "cudaMalloc" : "malloc"),
@@ -560,7 +617,8 @@ static void print_header(const char *tool, int datapath) {
          B.cuda ? " (flag barrier kernel, graph replay)" : " (purlin all_to_all of 0 bytes)");
   if (B.cuda)
     printf("# Beside it: the same barrier with 4 KiB kernel arguments %.2f us; purlin's zero-byte "
-           "all_to_all %.2f us\n", fat_barrier_us, purlin_barrier_us);
+           "all_to_all %.2f us\n",
+           fat_barrier_us, purlin_barrier_us);
   printf("# floor(us) = max(barrier, bytes a rank must move / copy bandwidth); x floor = time / "
          "floor\n");
   if (O.baseline_nccl)
@@ -643,15 +701,18 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
   fprintf(f,
           "  \"params\": {\"ranks\": %d, \"datapath\": \"%s\", \"memory\": \"%s\", \"mode\": "
           "\"%s\", \"min_bytes\": %zu, \"max_bytes\": %zu, \"factor\": %g, \"iters\": %d, "
-          "\"repeats\": %d, \"warmup\": %d, \"graph\": %d, \"check\": %d, \"seed\": %llu, "
+          "\"repeats\": %d, \"warmup\": %d, \"graph\": %d, \"check\": %d, \"check_on\": \"%s\", "
+          "\"gen_on\": \"%s\", \"seed\": %llu, "
           "\"zipf\": %g, \"baseline\": \"%s\", \"nccl_version\": %d},\n",
           B.world, datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
           O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
-          O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, (unsigned long long)O.seed,
-          O.zipf, O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);
-  fprintf(f, "  \"speed_of_light\": {\"copy_GBs\": %.4f, \"barrier_us\": %.4f, "
-          "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f},\n", copy_bw / 1e9,
-          barrier_us, fat_barrier_us, purlin_barrier_us);
+          O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, where_names[O.check_on],
+          where_names[O.gen_on], (unsigned long long)O.seed, O.zipf,
+          O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);
+  fprintf(f,
+          "  \"speed_of_light\": {\"copy_GBs\": %.4f, \"barrier_us\": %.4f, "
+          "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f},\n",
+          copy_bw / 1e9, barrier_us, fat_barrier_us, purlin_barrier_us);
   fprintf(f, "  \"busbw_factor\": %.6f,\n",
           bench_colls[coll].bus_factor_num * (B.world - 1) / B.world);
   fprintf(f, "  \"rows\": [\n");
@@ -701,6 +762,12 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *ce = getenv("PURLIN_BENCH_CORRUPT");
   corrupt_env = ce && *ce && strcmp(ce, "0");
+  const char *we = getenv("PURLIN_BENCH_CHECK_ON");
+  if (we && *we)
+    O.check_on = parse_where(we, "PURLIN_BENCH_CHECK_ON", 1);
+  we = getenv("PURLIN_BENCH_GEN_ON");
+  if (we && *we)
+    O.gen_on = parse_where(we, "PURLIN_BENCH_GEN_ON", 0);
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(argv[0]);
@@ -731,6 +798,7 @@ int main(int argc, char **argv) {
     bench_cuda_setup();
   else
     B.device = -1;
+  resolve_where();
 
   make_sweep();
   if (O.baseline_nccl) {
@@ -804,9 +872,14 @@ int main(int argc, char **argv) {
           print_row(r);
       }
   double avg = nbus ? sum_busbw / nbus : 0;
+  double check_max = check_s;
+  bench_allreduce_host(&check_max, 1, PURLIN_F64, PURLIN_MAX);
   if (B.rank == 0) {
     printf("# Out of bounds values : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %g\n", avg);
+    if (O.check)
+      printf("# Check time           : %.2f s on %s (slowest rank, comparisons only)\n", check_max,
+             where_names[O.check_on]);
     if (nbus)
       printf("# Time over floor      : %.2fx (geometric mean)\n", exp(sum_log_floor / nbus));
     if (O.baseline_nccl) {

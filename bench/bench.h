@@ -56,13 +56,32 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
 void bench_geom_free(bench_geom_t *g);
 
 /* ---- inputs and checking -------------------------------------------------------------------- */
-/* Input element i of `rank` for (seed, size, buffer): random, never zero, finite. */
+/* Input element i of `rank` for (seed, size, buffer): random, never zero, finite (elem.h's
+ * generator; bench_gen_dev writes the same bits on the GPU). */
 void bench_gen(void *dst, int dtype, uint64_t seed, int rank, size_t bytes, int buf, size_t first,
                size_t n);
-/* Compare a rank's output (read through bench_dev_get) with the host reference; return the number
- * of wrong elements. exact: bitwise; else floats within a tolerance of the accumulation order. */
+/* Compare a rank's output (read through bench_get) with the host reference, built from the
+ * regenerated inputs of all ranks with pl_reduce_elems; return the number of wrong elements.
+ * exact: bitwise; else floats within a tolerance of the accumulation order. The reference
+ * implementation of the check. */
 size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
-                   int exact, int corrupt);
+                   int exact);
+/* Whether floats are compared within the tolerance (nondet float SUM/AVG/PROD) or bitwise. */
+int bench_check_tolerant(const bench_geom_t *g, int dtype, int op, int exact);
+/* The device check's algorithm (elem.h, one element at a time) run on the host: what
+ * bench_check_dev computes, testable without a GPU. */
+size_t bench_check_emul(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
+                        int exact);
+/* Flip a high bit of one element of a rank's output, in the buffer (PURLIN_BENCH_CORRUPT). */
+void bench_corrupt(const bench_geom_t *g, void *out);
+struct bench_elem_ctx;
+void bench_elem_ctx_init(struct bench_elem_ctx *c, const bench_geom_t *g, int dtype, int op,
+                         uint64_t seed, int exact);
+/* CUDA (check.cu): the generator and the check on the GPU, on B.stream; both synchronise. */
+void bench_gen_dev(void *dst, int dtype, uint64_t seed, int rank, size_t bytes, int buf,
+                   size_t first, size_t n);
+size_t bench_check_dev(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
+                       int exact);
 
 /* ---- memory and timing backend ----------------------------------------------------------------
  */
@@ -84,6 +103,7 @@ void bench_put(void *dst, const void *src, size_t bytes); /* host -> buffer */
 void bench_get(void *dst, const void *src, size_t bytes); /* buffer -> host */
 void bench_fill(void *dst, int byte, size_t bytes);
 void bench_sync(void);
+double bench_now_us(void); /* CLOCK_MONOTONIC, microseconds */
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 #define BENCH_OK(call)                                                                             \
   do {                                                                                             \

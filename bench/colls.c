@@ -7,6 +7,7 @@
 
 #include "bench.h"
 #include "dtype.h"
+#include "elem.h"
 
 const bench_coll_t bench_colls[B_NCOLL] = {
     [B_AR] = {"testAR", "AllReduce", 1, 0, 2.0},
@@ -18,61 +19,18 @@ const bench_coll_t bench_colls[B_NCOLL] = {
     [B_A2AV] = {"testA2AV", "AllToAllV", 0, 1, 1.0},
 };
 
-/* ---- random numbers: counter-based, so any element can be regenerated on its own ------------- */
+/* ---- inputs: elem.h's counter-based generator, so any element can be regenerated on its own, on
+ * the host or (check.cu) on the GPU, with the same bits ---------------------------------------- */
 static uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-static uint64_t gen_key(uint64_t seed, int rank, size_t bytes, int buf) {
-  uint64_t k = mix64(seed);
-  k = mix64(k ^ (uint64_t)(rank + 1) * 0xd6e8feb86659fd93ull);
-  k = mix64(k ^ (uint64_t)bytes);
-  return mix64(k ^ (uint64_t)(buf + 1) * 0xa0761d6478bd642full);
+  return bench_mix64(x);
 }
 
 void bench_gen(void *dst, int dtype, uint64_t seed, int rank, size_t bytes, int buf, size_t first,
                size_t n) {
-  uint64_t key = gen_key(seed, rank, bytes, buf);
-  for (size_t j = 0; j < n; j++) {
-    uint64_t h = mix64(key + (first + j) * 0x9e3779b97f4a7c15ull);
-    /* floats: magnitude in [0.25, 2), random sign: never zero, no overflow for any op */
-    float f = (0.25f + 1.75f * (float)(h >> 40) * (1.0f / 16777216.0f)) * ((h & 1) ? -1.0f : 1.0f);
-    uint64_t bits = h ? h : 1;
-    switch (dtype) {
-    case PURLIN_F32:
-      ((float *)dst)[j] = f;
-      break;
-    case PURLIN_F64:
-      ((double *)dst)[j] = (0.25 + 1.75 * (double)(h >> 11) * 0x1p-53) * ((h & 1) ? -1.0 : 1.0);
-      break;
-    case PURLIN_F16:
-      ((uint16_t *)dst)[j] = pl_f32_to_f16(f);
-      break;
-    case PURLIN_BF16:
-      ((uint16_t *)dst)[j] = pl_f32_to_bf16(f);
-      break;
-    case PURLIN_FP8_E4M3:
-      ((uint8_t *)dst)[j] = pl_f32_to_e4m3(f);
-      break;
-    case PURLIN_FP8_E5M2:
-      ((uint8_t *)dst)[j] = pl_f32_to_e5m2(f);
-      break;
-    case PURLIN_I8:
-    case PURLIN_U8:
-      ((uint8_t *)dst)[j] = (uint8_t)((bits >> 8) | 1);
-      break;
-    case PURLIN_I32:
-    case PURLIN_U32:
-      ((uint32_t *)dst)[j] = (uint32_t)((bits >> 16) | 1);
-      break;
-    default:
-      ((uint64_t *)dst)[j] = bits | 1;
-      break;
-    }
-  }
+  uint64_t key = bench_gen_key(seed, rank, bytes, buf);
+  size_t es = pl_dtype_bytes(dtype);
+  for (size_t j = 0; j < n; j++)
+    bench_store_bits(dst, es, j, bench_gen_bits(key, first + j, dtype));
 }
 
 /* ---- Zipf splits --------------------------------------------------------------------------- */
@@ -339,11 +297,16 @@ static double eps_of(int dtype) {
 
 #define CHUNK ((size_t)1 << 15)
 
+int bench_check_tolerant(const bench_geom_t *g, int dtype, int op, int exact) {
+  return !exact && bench_colls[g->coll].reduce && is_float(dtype) && op != PURLIN_MIN &&
+         op != PURLIN_MAX;
+}
+
 size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
-                   int exact, int corrupt) {
+                   int exact) {
   int n = g->world, reduce = bench_colls[g->coll].reduce;
   size_t es = g->esize, wrong = 0;
-  int tolerant = !exact && reduce && is_float(dtype) && op != PURLIN_MIN && op != PURLIN_MAX;
+  int tolerant = bench_check_tolerant(g, dtype, op, exact);
   double eacc = dtype == PURLIN_F64 ? 0x1p-53 : 0x1p-24, eout = eps_of(dtype);
   unsigned char *got = malloc(CHUNK * es), *exp = malloc(CHUNK * es);
   unsigned char *src = reduce ? malloc(CHUNK * es * (size_t)n) : NULL;
@@ -357,10 +320,6 @@ size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, ui
     for (size_t off = 0; off < sg->len; off += CHUNK) {
       size_t L = sg->len - off < CHUNK ? sg->len - off : CHUNK;
       bench_get(got, (const char *)out + (sg->out + off) * es, L * es);
-      if (corrupt && s == 0 && off == 0) {
-        got[(L / 2) * es + es - 1] ^= 0x40; /* a high bit of one element */
-        corrupt = 0;
-      }
       if (sg->src >= 0) {
         bench_gen(exp, dtype, seed, sg->src, g->bytes, 0, sg->in + off, L);
       } else {
@@ -393,4 +352,54 @@ size_t bench_check(const bench_geom_t *g, const void *out, int dtype, int op, ui
   free(src);
   free(srcs);
   return wrong;
+}
+
+/* ---- the device check's element code, on the host ------------------------------------------- */
+void bench_elem_ctx_init(bench_elem_ctx_t *c, const bench_geom_t *g, int dtype, int op,
+                         uint64_t seed, int exact) {
+  memset(c, 0, sizeof *c);
+  if (g->world > BENCH_MAX_WORLD)
+    bench_die("check: world %d above %d", g->world, BENCH_MAX_WORLD);
+  for (int r = 0; r < g->world; r++)
+    c->key[r] = bench_gen_key(seed, r, g->bytes, 0);
+  c->n = g->world;
+  c->dtype = dtype;
+  c->op = op;
+  c->tolerant = bench_check_tolerant(g, dtype, op, exact);
+}
+
+size_t bench_check_emul(const bench_geom_t *g, const void *out, int dtype, int op, uint64_t seed,
+                        int exact) {
+  bench_elem_ctx_t c;
+  size_t es = g->esize, wrong = 0;
+  unsigned char *got = malloc(CHUNK * es);
+  if (!got)
+    bench_die("check: out of host memory");
+  bench_elem_ctx_init(&c, g, dtype, op, seed, exact);
+  for (int s = 0; s < g->nsegs; s++) {
+    const bench_seg_t *sg = &g->segs[s];
+    for (size_t off = 0; off < sg->len; off += CHUNK) {
+      size_t L = sg->len - off < CHUNK ? sg->len - off : CHUNK;
+      bench_get(got, (const char *)out + (sg->out + off) * es, L * es);
+      for (size_t i = 0; i < L; i++)
+        wrong += (size_t)bench_seg_elem_wrong(&c, sg->src, sg->in + off + i,
+                                              bench_load_bits(got, es, i), es);
+    }
+  }
+  free(got);
+  return wrong;
+}
+
+void bench_corrupt(const bench_geom_t *g, void *out) {
+  for (int s = 0; s < g->nsegs; s++) {
+    const bench_seg_t *sg = &g->segs[s];
+    if (!sg->len)
+      continue;
+    size_t L = sg->len < CHUNK ? sg->len : CHUNK;
+    unsigned char *p = (unsigned char *)out + (sg->out + L / 2) * g->esize + g->esize - 1, b;
+    bench_get(&b, p, 1);
+    b ^= 0x40; /* a high bit of one element: exponent or top bits, never within a tolerance */
+    bench_put(p, &b, 1);
+    return;
+  }
 }

@@ -155,7 +155,7 @@ void bench_barrier(void) {
 }
 
 /* ---- timing -------------------------------------------------------------------------------- */
-static double now_us(void) {
+double bench_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
@@ -167,11 +167,11 @@ static int time_host(bench_call_fn fn, void *arg, int iters, int repeats, int wa
       return -1;
   for (int r = 0; r < repeats; r++) {
     bench_barrier();
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int i = 0; i < iters; i++)
       if (fn(arg, i))
         return -1;
-    us[r] = (now_us() - t0) / iters;
+    us[r] = (bench_now_us() - t0) / iters;
   }
   return 0;
 }
@@ -280,9 +280,9 @@ double bench_copy_bw(size_t bytes, int repeats) {
   memset(b, 2, bytes);
   for (int r = 0; r < repeats; r++) {
     bench_barrier();
-    double t0 = now_us();
+    double t0 = bench_now_us();
     memcpy(b, a, bytes);
-    double t = now_us() - t0;
+    double t = bench_now_us() - t0;
     /* keep the copy observable so that it is not optimised away */
     if (b[bytes / 2] != 1)
       bench_die("memcpy test failed");
