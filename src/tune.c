@@ -34,7 +34,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     t->twoshot_max = 1u << 20;
     t->threads = 512;
     t->lat_threads = 256;
-    t->lane_bytes = 64u << 10;
+    /* lane_bytes stays 0 (every lane): fewer lanes for small calls was 1.1-1.4x slower at 2 KiB-
+     * 256 KiB (bench/results/2026-12-03-h200-twoshot, run 2): lanes share the packet work */
   }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
