@@ -40,12 +40,15 @@ PL_DC void pl_st_release_sys(uint64_t *p, uint64_t v) {
 PL_DC void pl_st_relaxed_sys(uint64_t *p, uint64_t v) {
   asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+/* Packets order themselves (the flag travels in the data's store), so their asm has no memory
+ * clobber: the compiler may issue the next source load before this store, instead of paying one
+ * load latency per packet store (docs/tuning.md, finding 8). Flags keep their clobbers. */
 PL_DC void pl_st_pkt(void *p, uint64_t data, uint64_t flag) {
-  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(data), "l"(flag) : "memory");
+  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(data), "l"(flag));
 }
 PL_DC void pl_ld_pkt(const void *p, uint64_t *data, uint64_t *flag) {
   uint64_t d, f;
-  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(d), "=l"(f) : "l"(p) : "memory");
+  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(d), "=l"(f) : "l"(p));
   *data = d;
   *flag = f;
 }

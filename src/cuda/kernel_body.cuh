@@ -137,10 +137,12 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     sh.err_peer = -1;
     sh.err_what = NULL;
     vst = sh.x.c.counts_dev ? pl_dev_vcounts(&args, &sh, have_sd, have_rd) : 0;
-    /* A kernel queued behind a call that failed must not run: a peer that timed out may still be
-     * reading the staging this call would overwrite. */
-    aborted = pl_ld_acquire_sys(&pl_snac_ctrl(&sh.x, sh.x.c.rank)->abort) != 0;
   }
+  /* A kernel queued behind a call that failed must not run: a peer that timed out may still be
+   * reading the staging this call would overwrite. Read by another warp than thread 0's, so that
+   * its latency overlaps the epoch's. */
+  if (threadIdx.x == (blockDim.x > 32 ? 32u : 0u))
+    aborted = pl_ld_acquire_sys(&pl_snac_ctrl(&sh.x, sh.x.c.rank)->abort) != 0;
   __syncthreads();
   pl_atom_t a;
   a.me = pl_snac_ctrl(&sh.x, sh.x.c.rank);
