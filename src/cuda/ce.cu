@@ -74,55 +74,7 @@ static __device__ uint64_t pl_ce_hdr_word(uint32_t seq, uint32_t nseq) {
 
 /* ---- device ---------------------------------------------------------------------------------- */
 
-/* Thread 0, after a failure: the same record and abort as kernel_body.cuh's pl_dev_report (the SM
- * kernel's), for a one-CTA call. */
-static __device__ void pl_ce_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
-  pl_snac_t *x = &sh->x;
-  pl_cuda_err_t *e = args->err;
-  int w = x->c.world, r = x->c.rank;
-  pl_ctrl_t *me = pl_snac_ctrl(x, r);
-  if (st == PL_CUDA_STOP_SIBLING) return;
-  if (st == PURLIN_ERR_MISMATCH) {
-    const char *p = x->mismatch.param;
-    int i = 0;
-    for (; p && p[i] && i < (int)sizeof e->mis_param - 1; i++) e->mis_param[i] = p[i];
-    e->mis_param[i] = 0;
-    e->mis_index = x->mismatch.index;
-    e->mis_rank_a = x->mismatch.rank_a;
-    e->mis_rank_b = x->mismatch.rank_b;
-    e->mis_val_a = x->mismatch.val_a;
-    e->mis_val_b = x->mismatch.val_b;
-    e->mis_call = x->epoch;
-    e->mis_coll = x->c.coll;
-    __threadfence_system();
-    e->mis_seq = e->mis_seq + 1;
-    __threadfence_system();
-    pl_st_release_sys(&me->err_epoch, x->epoch + 1);
-    return;
-  }
-  if (atomicCAS(&args->state->err_claim, 0, 1) == 0) {
-    const char *p = sh->err_what;
-    int i = 0;
-    for (; p && p[i] && i < (int)sizeof e->what - 1; i++) e->what[i] = p[i];
-    e->what[i] = 0;
-    e->peer = sh->err_peer;
-    e->coll = x->c.coll;
-    e->call = x->epoch;
-    e->abort_info = pl_ld_acquire_sys(&me->abort_info);
-    __threadfence_system();
-    e->status = st;
-    __threadfence_system();
-  }
-  pl_st_release_sys(&me->err_epoch, x->epoch + 1);
-  if (st == PURLIN_ERR_REMOTE) return;
-  uint64_t info = (uint64_t)(r + 1) | (uint64_t)(sh->err_peer + 1) << 16 |
-                  (uint64_t)(-st & 0xff) << 32;
-  for (int i = 0; i < w; i++) {
-    pl_ctrl_t *c = pl_snac_ctrl(x, (r + i) % w);
-    atomicCAS_system((unsigned long long *)&c->abort_info, 0ull, (unsigned long long)info);
-    pl_st_release_sys(&c->abort, 1);
-  }
-}
+#include "cuda/report.cuh" /* pl_dev_report */
 
 static __device__ int pl_ce_fail(pl_cuda_sh_t *sh, int st, int peer, const char *what) {
   sh->err_peer = peer;
@@ -232,7 +184,7 @@ __global__ void __launch_bounds__(PL_CE_THREADS, 1)
   else if (!skip) st = pl_ce_meet(&a, &sh.x, PL_FLAG_OFF(done), "readers of my staging (ce)");
   __syncthreads();
   if (threadIdx.x == 0) {
-    if (st) pl_ce_report(&args, &sh, st);
+    if (st) pl_dev_report(&args, &sh, st);
     if (q.step == PL_CE_DONE) {
       __threadfence();
       *(volatile uint64_t *)&args.state->epoch = sh.x.epoch + 1;

@@ -1,0 +1,58 @@
+/* report.cuh -- thread 0 of a failed CTA records the failure where the host reads it and aborts
+ * every rank on a fatal error: shared by the SNAC kernel (kernel_body.cuh) and the copy-engine
+ * atom's flag kernels (ce.cu). Include after the atom (atom_cuda.cuh) and snac/snac.h. */
+#ifndef PL_CUDA_REPORT_CUH
+#define PL_CUDA_REPORT_CUH
+
+/* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTAs,
+ * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). */
+static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
+  pl_snac_t *x = &sh->x;
+  pl_cuda_err_t *e = args->err;
+  int w = x->c.world, r = x->c.rank;
+  pl_ctrl_t *me = pl_snac_ctrl(x, r);
+  if (st == PL_CUDA_STOP_SIBLING) return;
+  if (st == PURLIN_ERR_MISMATCH) {
+    if (x->lane) return; /* every main lane reaches the same verdict: lane 0 records it */
+    const char *p = x->mismatch.param;
+    int i = 0;
+    for (; p && p[i] && i < (int)sizeof e->mis_param - 1; i++) e->mis_param[i] = p[i];
+    e->mis_param[i] = 0;
+    e->mis_index = x->mismatch.index;
+    e->mis_rank_a = x->mismatch.rank_a;
+    e->mis_rank_b = x->mismatch.rank_b;
+    e->mis_val_a = x->mismatch.val_a;
+    e->mis_val_b = x->mismatch.val_b;
+    e->mis_call = x->epoch;
+    e->mis_coll = x->c.coll;
+    __threadfence_system();
+    e->mis_seq = e->mis_seq + 1;
+    __threadfence_system();
+    pl_st_release_sys(&me->err_epoch, x->epoch + 1);
+    return;
+  }
+  if (atomicCAS(&args->state->err_claim, 0, 1) == 0) {
+    const char *p = sh->err_what;
+    int i = 0;
+    for (; p && p[i] && i < (int)sizeof e->what - 1; i++) e->what[i] = p[i];
+    e->what[i] = 0;
+    e->peer = sh->err_peer;
+    e->coll = x->c.coll;
+    e->call = x->epoch;
+    e->abort_info = pl_ld_acquire_sys(&me->abort_info);
+    __threadfence_system();
+    e->status = st;
+    __threadfence_system();
+  }
+  pl_st_release_sys(&me->err_epoch, x->epoch + 1);
+  if (st == PURLIN_ERR_REMOTE) return; /* someone else aborted: every rank knows already */
+  uint64_t info = (uint64_t)(r + 1) | (uint64_t)(sh->err_peer + 1) << 16 |
+                  (uint64_t)(-st & 0xff) << 32;
+  for (int i = 0; i < w; i++) {
+    pl_ctrl_t *c = pl_snac_ctrl(x, (r + i) % w);
+    atomicCAS_system((unsigned long long *)&c->abort_info, 0ull, (unsigned long long)info);
+    pl_st_release_sys(&c->abort, 1);
+  }
+}
+
+#endif
