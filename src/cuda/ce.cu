@@ -149,15 +149,7 @@ __global__ void __launch_bounds__(PL_CE_THREADS, 1)
   if (threadIdx.x == 0) {
     sh.x.epoch = *(volatile uint64_t *)&args.state->epoch;
     sh.x.lane = 0;
-    int fits = (uint64_t)sh.x.c.world * pl_hdr_words(sh.x.c.world) <= PL_CUDA_SH_HDR_WORDS;
-    sh.x.hdr = fits ? hdr_sh : args.hdr; /* lane 0's headers */
-    sh.x.c.scounts = sh.v[0];
-    sh.x.c.sdispls = sh.v[1];
-    sh.x.c.rcounts = sh.v[2];
-    sh.x.c.rdispls = sh.v[3];
-    sh.err = 0;
-    sh.err_peer = -1;
-    sh.err_what = NULL;
+    pl_dev_sh_setup(&sh, &args, hdr_sh); /* lane 0's headers */
     pl_ctrl_t *me = pl_snac_ctrl(&sh.x, sh.x.c.rank);
     /* 1: aborted (a kernel queued behind a failure must not run); 2: this rank gave this call up
      * (MISMATCH or a failure in an earlier step): the later steps only advance the epoch */

@@ -75,18 +75,8 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
     int lanes = sh.x.plan.lanes;
     sh.x.epoch = *(volatile uint64_t *)&args.state->epoch;
     sh.x.lane = (int)blockIdx.x < lanes ? (int)blockIdx.x : (int)blockIdx.x - lanes;
-    /* received headers in shared memory when they fit (world <= 17): SNAC reads them often
-     * (the check, zero-copy flags, V displacements), and global loads cost ~0.5 us each */
-    if ((uint64_t)sh.x.c.world * pl_hdr_words(sh.x.c.world) <= PL_CUDA_SH_HDR_WORDS) sh.x.hdr = hdr_sh;
-    else sh.x.hdr = args.hdr + (uint64_t)sh.x.lane * sh.x.c.world * pl_hdr_words(sh.x.c.world);
     int have_sd = sh.x.c.sdispls != NULL, have_rd = sh.x.c.rdispls != NULL;
-    sh.x.c.scounts = sh.v[0];
-    sh.x.c.sdispls = sh.v[1];
-    sh.x.c.rcounts = sh.v[2];
-    sh.x.c.rdispls = sh.v[3];
-    sh.err = 0;
-    sh.err_peer = -1;
-    sh.err_what = NULL;
+    pl_dev_sh_setup(&sh, &args, hdr_sh);
     vst = sh.x.c.counts_dev ? pl_dev_vcounts(&args, &sh, have_sd, have_rd) : 0;
   }
   /* A kernel queued behind a call that failed must not run: a peer that timed out may still be

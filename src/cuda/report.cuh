@@ -1,8 +1,26 @@
-/* report.cuh -- thread 0 of a failed CTA records the failure where the host reads it and aborts
+/* report.cuh -- a CTA's shared state at the start of a call (pl_dev_sh_setup), and thread 0 of a
+ * failed CTA recording the failure where the host reads it and aborting
  * every rank on a fatal error: shared by the SNAC kernel (kernel_body.cuh) and the copy-engine
  * atom's flag kernels (ce.cu). Include after the atom (atom_cuda.cuh) and snac/snac.h. */
 #ifndef PL_CUDA_REPORT_CUH
 #define PL_CUDA_REPORT_CUH
+
+/* Thread 0, at a kernel's start, once sh->x holds the call: where lane sh->x.lane keeps the
+ * received headers (shared memory when they fit, world <= 17: SNAC reads them often, and global
+ * loads cost ~0.5 us each), the V counts' pointers into sh->v, and a clear error record. */
+static __device__ void pl_dev_sh_setup(pl_cuda_sh_t *sh, const pl_cuda_args_t *args,
+                                       uint64_t *hdr_sh) {
+  pl_snac_t *x = &sh->x;
+  uint64_t hw = (uint64_t)x->c.world * pl_hdr_words(x->c.world);
+  x->hdr = hw <= PL_CUDA_SH_HDR_WORDS ? hdr_sh : args->hdr + (uint64_t)x->lane * hw;
+  x->c.scounts = sh->v[0];
+  x->c.sdispls = sh->v[1];
+  x->c.rcounts = sh->v[2];
+  x->c.rdispls = sh->v[3];
+  sh->err = 0;
+  sh->err_peer = -1;
+  sh->err_what = NULL;
+}
 
 /* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTAs,
  * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). */
