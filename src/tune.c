@@ -22,6 +22,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->lat_threads = 0;
   t->lane_bytes = 0;
   t->backoff_ns = 0;
+  t->lean = 0; /* CUDA only */
+  t->lean_pkts = 0;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
@@ -36,6 +38,14 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     t->lat_threads = 256;
     /* lane_bytes stays 0 (every lane): fewer lanes for small calls was 1.1-1.4x slower at 2 KiB-
      * 256 KiB (bench/results/2026-12-03-h200-twoshot, run 2): lanes share the packet work */
+    t->lean = 1;
+    t->lean_pkts = 4;
+    /* With the lean packet kernel (docs/tuning.md, finding 9; bench/results/2026-12-03-h200-lean,
+     * run 2, world 8): packet blocks up to 256 KiB beat staging 3.1-4.4x at 256 KiB-1 MiB calls
+     * (AllToAll 1 MiB 132.6 -> 43.4 us); one-shot AllReduce up to 64 KiB beats two-shot (16 KiB
+     * 25.3 -> 16.3 us) */
+    t->lat_max = 256 * 1024;
+    t->oneshot_max = 64 * 1024;
   }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
@@ -45,6 +55,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   if ((v = pl_param_int(PL_PARAM_STAGING_BYTES)) > 0) t->staging_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LANE_BYTES)) > 0) t->lane_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_POLL_BACKOFF_NS)) >= 0) t->backoff_ns = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_LEAN)) >= 0) t->lean = v != 0;
+  if ((v = pl_param_int(PL_PARAM_LEAN_PKTS)) > 0) t->lean_pkts = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
     t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
   /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each

@@ -1,36 +1,79 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one short call: build (sm_90), start MPS, check correctness at worlds 4 and 8
-# (gpu_test --quick, graph replay) for each lane count in LANES, then time AllReduce/AllGather/
-# ReduceScatter at world 8 for each lane count (1K..64M, graph mode, checked). One tarball under $OUT.
-#   LANES="1 8" bash tools/gpu_quick.sh
+# On the GPU machine, in one short call: build (sm_90), start MPS, then for each knob setting in
+# CONFIGS (space-separated; each a comma-separated list of PURLIN_* assignments, "-" for the
+# defaults): check correctness at each world in WORLDS (gpu_test --quick, graph replay), run the
+# fault tests in FAULTS (gpu_test --fault F, world 3), and time TOOLS at world BW (B..E, graph
+# mode, every size checked); the tests run for the first config only unless TEST_ALL=1. Prints a short table last; logs and JSON in one tarball under $OUT.
+#   CONFIGS="- LEAN=0" WORLDS="8 3" FAULTS="mismatch kill-small" TOOLS="testAR testA2A" \
+#     E=1M bash tools/gpu_quick.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD BUILD=${BUILD:-$PWD/build-gpu-run} OUTD=${OUT:-/tmp/purlin-quick} LANES=${LANES:-"1 8"}
+ROOT=$PWD BUILD=${BUILD:-$PWD/build-gpu-run} OUTD=${OUT:-/tmp/purlin-quick}
+CONFIGS=${CONFIGS:--} WORLDS=${WORLDS:-"4 8"} FAULTS=${FAULTS:-} BW=${BW:-8}
+TOOLS=${TOOLS:-"testAR testAG testRS"} B=${B:-1K} E=${E:-64M} F=${F:-8}
 R=$OUTD/quick && mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-  > "$R/configure.log" 2>&1 &&
-  cmake --build "$BUILD" -j "$(nproc)" --target purlinrun gpu_test testAR testAG testRS \
-    > "$R/build.log" 2>&1 || { grep -E "error" "$R/build.log" | head -20; exit 1; }
-{ date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; nvidia-smi -L; } > "$R/machine.txt"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DPURLIN_TESTS=ON > "$R/configure.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$(nproc)" --target purlinrun gpu_test $TOOLS \
+      > "$R/build.log" 2>&1 || { grep -E "error" "$R/build.log" | head -20; exit 1; }
+fi
+{ date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; git status --porcelain | wc -l; nvidia-smi -L; } \
+  > "$R/machine.txt"
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/pl-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pl-mps/log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
 sleep 1
-{
-for l in $LANES; do
-  for w in 4 8; do
-    PURLIN_LANES=$l timeout -k 5 90 "$BUILD/purlinrun" -n $w "$BUILD/tests/gpu/gpu_test" --quick --graph \
-      > "$R/test.l$l.w$w.log" 2>&1
-    echo "lanes $l world $w gpu_test rc=$? $(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$R/test.l$l.w$w.log" | awk '{p+=$1; f+=$3} END {print p" passed "f" failed"}') $(grep -Eo 'graph: .*' "$R/test.l$l.w$w.log" | head -1)"
+ROWS=()
+first=1
+for cfg in $CONFIGS; do
+  envs=()
+  [ "$cfg" != - ] && for kv in ${cfg//,/ }; do envs+=("PURLIN_$kv"); done
+  tag=${cfg//[=,]/_}
+  [ "$first" = 1 ] || [ "${TEST_ALL:-0}" = 1 ] || { TW="" TF=""; }
+  for w in ${TW-$WORLDS}; do
+    env ${envs[@]+"${envs[@]}"} timeout -k 5 120 "$BUILD/purlinrun" -n "$w" \
+      "$BUILD/tests/gpu/gpu_test" --quick --graph > "$R/test.$tag.w$w.log" 2>&1
+    rc=$?
+    ROWS+=("$(printf '%-18s test w%-2s rc=%-3s %s' "$cfg" "$w" "$rc" "$(grep -Eo '[0-9]+ passed, [0-9]+ failed' \
+      "$R/test.$tag.w$w.log" | awk '{p+=$1; f+=$3} END {print p" passed "f" failed"}')")")
   done
-  for t in ${TOOLS:-testAR testAG testRS}; do
-    PURLIN_LANES=$l timeout -k 5 60 "$BUILD/purlinrun" -n 8 "$BUILD/bench/$t" -b 1K -e 64M -f 8 -G 5 -n 10 \
-      -R 3 -w 2 -i 0 -J "$R/$t.l$l.w8.json" > "$R/$t.l$l.w8.txt" 2>&1
-    echo "lanes $l $t w8 rc=$? $(grep -E 'Avg bus|Out of bounds' "$R/$t.l$l.w8.txt" | tr -s ' ' | tr '\n' ' ')"
-    grep -E '^ +(1024|1048576|67108864) ' "$R/$t.l$l.w8.txt"
+  for f in ${TF-$FAULTS}; do
+    env ${envs[@]+"${envs[@]}"} PURLIN_TIMEOUT_MS=5000 timeout -k 5 60 "$BUILD/purlinrun" -n 3 \
+      "$BUILD/tests/gpu/gpu_test" --fault "$f" > "$R/fault-$f.$tag.log" 2>&1
+    rc=$?
+    ROWS+=("$(printf '%-18s fault %-11s rc=%-3s %s' "$cfg" "$f" "$rc" "$(grep -Eo 'mismatch reported: .{0,70}|peer killed: [A-Z_]+ after [0-9.]+ s' \
+      "$R/fault-$f.$tag.log" | head -1)")")
   done
+  for t in $TOOLS; do
+    env ${envs[@]+"${envs[@]}"} timeout -k 5 90 "$BUILD/purlinrun" -n "$BW" "$BUILD/bench/$t" \
+      -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 ${ARGS:-} -J "$R/$t.$tag.w$BW.json" \
+      > "$R/$t.$tag.w$BW.txt" 2>&1
+    rc=$?
+    ROWS+=("$(printf '%-18s %-8s w%s rc=%-3s %s' "$cfg" "$t" "$BW" "$rc" "$(grep -E 'Avg bus|Out of bounds' \
+      "$R/$t.$tag.w$BW.txt" | tr -s ' ' | tr '\n' ' ' | cut -c1-90)")")
+  done
+  first=0
 done
-} 2>&1 | tee "$R/summary.txt"
-tar -C "$OUTD" -czf "$OUTD/quick.tar.gz" quick && rm -rf "$R"
+# time (us, out of place) per size, one column per config
+python3 - "$R" "$BW" $CONFIGS <<'EOF' > "$R/times.txt" 2>&1 || true
+import json, sys, glob, os
+r, bw, cfgs = sys.argv[1], sys.argv[2], sys.argv[3:]
+tools = sorted({os.path.basename(p).split('.')[0] for p in glob.glob(f"{r}/test*.json")})
+for t in tools:
+    cols = {}
+    for c in cfgs:
+        p = f"{r}/{t}.{c.replace('=', '_').replace(',', '_')}.w{bw}.json"
+        try: j = json.load(open(p))
+        except Exception: continue
+        cols[c] = {x["bytes"]: x["out_of_place"]["time_us"] for x in j["rows"]}
+        cols[c]["floor"] = j["speed_of_light"]["barrier_us"]
+    sizes = ["floor"] + sorted({s for v in cols.values() for s in v if s != "floor"})
+    print(f"{t} w{bw}: time us  " + "  ".join(f"{c:>12}" for c in cols))
+    for s in sizes:
+        print(f"  {s:>11}  " + "  ".join(f"{cols[c].get(s, float('nan')):12.1f}" for c in cols))
+EOF
+{ cat "$R/machine.txt"; for row in "${ROWS[@]}"; do echo "$row"; done; cat "$R/times.txt"; } | tee "$R/summary.txt"
+tar -C "$OUTD" -czf "$OUTD/quick.tar.gz" quick && cp "$R/summary.txt" "$OUTD/summary.txt" && rm -rf "$R"

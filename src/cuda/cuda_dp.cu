@@ -26,6 +26,7 @@ extern "C" {
 #include "cuda/cuda_dp.h"
 #include "cuda/cuda_int.h"
 #include "cuda/ce.h"
+#include "cuda/lean.h"
 #include "cuda/atom_cuda.cuh" /* snac.h needs an atom; the host only uses its pure functions */
 #include "snac/snac.h"
 
@@ -863,6 +864,15 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   /* threads: a call that only moves packets runs its control flow in fewer warps (the fixed
    * cost of a small call is mostly that control flow, per warp: docs/tuning.md) */
   int threads = (int)(stages ? comm->tune.threads : comm->tune.lat_threads);
+  /* Calls that move only packets run the lean packet kernel (lean.cu): one CTA per
+   * threads * lean_pkts received packets, at most the lanes */
+  int lean = comm->tune.lean && pl_lean_takes(x);
+  if (lean) {
+    threads = threads > PL_LEAN_THREADS ? PL_LEAN_THREADS : threads;
+    uint64_t per = (uint64_t)threads * (comm->tune.lean_pkts ? comm->tune.lean_pkts : 4);
+    uint64_t want = (pl_lean_recv_packets(x) + per - 1) / per;
+    grid = want < 1 ? 1 : want > (uint64_t)x->plan.lanes ? x->plan.lanes : (int)want;
+  }
   if (!dcounts) x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
   args.hdr = dp->hdr;
@@ -873,7 +883,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.prof = pl_param_int(PL_PARAM_PROFILE) > 0;
   args.backoff_ns = (uint32_t)comm->tune.backoff_ns;
   pl_dev_enter(comm, &g);
-  cudaError_t e = dp->launch(&args, grid, threads, (cudaStream_t)stream);
+  cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, (cudaStream_t)stream)
+                       : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);
   comm->epoch++;
   if (e != cudaSuccess)

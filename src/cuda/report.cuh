@@ -23,9 +23,10 @@ static __device__ void pl_dev_sh_setup(pl_cuda_sh_t *sh, const pl_cuda_args_t *a
 }
 
 /* Thread 0, after a failure of this CTA: record it where the host reads it, stop the other CTAs,
- * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). */
-static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
-  pl_snac_t *x = &sh->x;
+ * and on a fatal error abort every rank (as pl_comm_abort_all does on the host). x: the call
+ * (c, lane, epoch, ws, mismatch); err_peer, err_what: the failed wait's peer and what it awaited. */
+static __device__ void pl_dev_report_x(const pl_cuda_args_t *args, const pl_snac_t *x,
+                                       int err_peer, const char *err_what, int st) {
   pl_cuda_err_t *e = args->err;
   int w = x->c.world, r = x->c.rank;
   pl_ctrl_t *me = pl_snac_ctrl(x, r);
@@ -50,11 +51,11 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
     return;
   }
   if (atomicCAS(&args->state->err_claim, 0, 1) == 0) {
-    const char *p = sh->err_what;
+    const char *p = err_what;
     int i = 0;
     for (; p && p[i] && i < (int)sizeof e->what - 1; i++) e->what[i] = p[i];
     e->what[i] = 0;
-    e->peer = sh->err_peer;
+    e->peer = err_peer;
     e->coll = x->c.coll;
     e->call = x->epoch;
     e->abort_info = pl_ld_acquire_sys(&me->abort_info);
@@ -64,13 +65,17 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
   }
   pl_st_release_sys(&me->err_epoch, x->epoch + 1);
   if (st == PURLIN_ERR_REMOTE) return; /* someone else aborted: every rank knows already */
-  uint64_t info = (uint64_t)(r + 1) | (uint64_t)(sh->err_peer + 1) << 16 |
+  uint64_t info = (uint64_t)(r + 1) | (uint64_t)(err_peer + 1) << 16 |
                   (uint64_t)(-st & 0xff) << 32;
   for (int i = 0; i < w; i++) {
     pl_ctrl_t *c = pl_snac_ctrl(x, (r + i) % w);
     atomicCAS_system((unsigned long long *)&c->abort_info, 0ull, (unsigned long long)info);
     pl_st_release_sys(&c->abort, 1);
   }
+}
+/* The same for a CTA whose shared state is a pl_cuda_sh_t (SNAC's kernel, ce.cu's). */
+static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *sh, int st) {
+  pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
 #endif

@@ -7,6 +7,8 @@
  *   purlinrun -n N gpu_test --fault mismatch                          MISMATCH on every rank
  *   purlinrun -n N gpu_test --fault kill                              rank N-1 dies mid-call
  *   purlinrun -n N gpu_test --fault kill-gather                       the same in an AllGather
+ *   purlinrun -n N gpu_test --fault kill-small                        the same in a 4 KB AllReduce
+ *                                                                     (the lean packet kernel)
  *   --no-a2av: skip all_to_all_v cases (PURLIN_ATOM=ce with a small PURLIN_STAGING_BYTES refuses
  *   blocks above staging/world; see docs/gpu.md)
  *
@@ -851,11 +853,12 @@ static purlin_status_t kill_call(int gather, size_t n) {
   return purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
 }
 
-/* Rank world-1 launches a large AllReduce (or AllGather) and exits at once (its kernel dies with
+/* Rank world-1 launches a large AllReduce (or AllGather, or with small: a 4000-byte AllReduce, which
+ * the lean packet kernel runs; it may complete before the rank exits, the next one cannot) and exits at once (its kernel dies with
  * it). The others must see TIMEOUT or REMOTE within PURLIN_TIMEOUT_MS (plus slack), and later calls
  * must refuse. */
-static int fault_kill(int timeout_ms, int gather) {
-  size_t n = ((size_t)32 << 20) / 4;
+static int fault_kill(int timeout_ms, int gather, int small) {
+  size_t n = small ? 1000 : ((size_t)32 << 20) / 4;
   add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0); /* all alive */
   if (gather) add(C_AG, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0);
   if (g_rank == g_world - 1) {
@@ -910,7 +913,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
     else {
       fprintf(stderr, "usage: gpu_test [--quick|--tiny|--device-counts] [--big] [--graph] "
-                      "[--seed S] [--no-a2av] [--fault mismatch|kill|kill-gather]\n");
+                      "[--seed S] [--no-a2av] [--fault mismatch|kill|kill-gather|kill-small]\n");
       return 2;
     }
   }
@@ -954,9 +957,11 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (fault && !strcmp(fault, "mismatch")) {
     rc = fault_mismatch();
-  } else if (fault && (!strcmp(fault, "kill") || !strcmp(fault, "kill-gather"))) {
+  } else if (fault && (!strcmp(fault, "kill") || !strcmp(fault, "kill-gather") ||
+                       !strcmp(fault, "kill-small"))) {
     const char *t = getenv("PURLIN_TIMEOUT_MS");
-    rc = fault_kill(t ? atoi(t) : 120000, !strcmp(fault, "kill-gather"));
+    rc = fault_kill(t ? atoi(t) : 120000, !strcmp(fault, "kill-gather"),
+                    !strcmp(fault, "kill-small"));
     printf("gpu_test: rank %d: %ld passed, %ld failed\n", g_rank, g_pass, g_fail);
     fflush(stdout);
     _exit(rc || g_fail ? 1 : 0); /* the communicator is aborted; skip the collective frees */

@@ -1,0 +1,496 @@
+/* lean.cu -- the lean packet kernel: SNAC's latency regime (notify: the header and the data
+ * packets pushed to every peer; agree: every peer's header checked; consume: every source's
+ * packets copied or reduced) for calls that move nothing but packets (pl_lean_takes), as a kernel
+ * of its own. Same wire format as SNAC's kernel (header words in packets [0, pl_hdr_words) of the
+ * source's window, data after them, two-shot's region 2 at plan.ar_region2, flags
+ * pl_snac_val(epoch, step)), the same device epoch, deadlines, abort and error record, the same
+ * bits (every reduction in ascending rank order through dtype.h's element math).
+ *
+ * Why a second kernel: a small call's cost was latency in the generic kernel's control flow, not
+ * work (docs/tuning.md, findings 6-8); its 2.4 MB of code (every layout, regime, dtype and op of
+ * SNAC, inlined) runs cold from L2 in every launch. This kernel keeps the per-peer numbers in
+ * shared arrays computed once, flattens (peer, packet) so that every thread has several loads in
+ * flight, reduces in registers (no scratch, no barrier per segment), and pushes two-shot's reduced
+ * words straight from registers; each instantiation (one per dtype, one for gathers) is a few KB.
+ * The idea of a dedicated small-message kernel follows NCCL's LL protocol kernels and TensorRT-LLM's
+ * custom one-shot/two-shot all-reduce kernels; the code is purlin's. */
+#include "cuda/atom_cuda.cuh"
+#include "snac/snac.h"
+#include "cuda/report.cuh"
+#include "cuda/lean.h"
+
+/* ---- host side: which calls, how many packets ------------------------------------------------ */
+
+int pl_lean_takes(const pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  if (c->counts_dev || pl_coll_is_v(c->coll)) return 0;
+  switch (c->coll) {
+  case PL_COLL_ALL_REDUCE: return x->plan.ar_oneshot || x->plan.ar_twoshot;
+  case PL_COLL_REDUCE_SCATTER:
+  case PL_COLL_ALL_GATHER:
+  case PL_COLL_ALL_TO_ALL: return c->count * c->esize <= x->plan.lat_max;
+  default: return 0;
+  }
+}
+
+uint64_t pl_lean_recv_packets(const pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  uint64_t peers = c->world > 1 ? (uint64_t)c->world - 1 : 0, b = c->count * c->esize;
+  if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_twoshot)
+    b = 2 * pl_shard_bytes(c, 0); /* shard 0 is the largest; two shots */
+  return peers * ((b + 7) / 8);
+}
+
+/* ---- element math in registers --------------------------------------------------------------- */
+
+/* Accumulator family of a dtype: 0 f32 (every float narrower than f64), 1 f64, 2 signed, 3
+ * unsigned (dev_core.cuh's pl_rv_* helpers do each family's conversions, as SNAC's reductions). */
+#define PL_LEAN_FAM_(dt)                                                                           \
+  ((dt) == PURLIN_F64                                                       ? 1                    \
+   : (dt) == PURLIN_I8 || (dt) == PURLIN_I32 || (dt) == PURLIN_I64         ? 2                    \
+   : (dt) == PURLIN_U8 || (dt) == PURLIN_U32 || (dt) == PURLIN_U64         ? 3                    \
+                                                                            : 0)
+
+/* The accumulators of one packet's elements (8 bytes: 1 to 8 elements); only DT's family's array
+ * is used, and it lives in registers (every index is a constant after unrolling). */
+typedef struct {
+  float f[8];
+  double d;
+  int64_t i[8];
+  uint64_t u[8];
+} pl_lacc_t;
+
+/* Feed the elements of word v (one source's packet) to the accumulators: the first source sets
+ * them, later ones go through op, as PL_DR_*_ and pl_reduce_elems do per element. */
+template <int DT> PL_DEV void pl_lacc_put(pl_lacc_t *a, uint64_t v, int op, int first) {
+  const int EB = PL_RV_EB_(DT), E = 64 / EB, F = PL_LEAN_FAM_(DT);
+#pragma unroll
+  for (int j = 0; j < E; j++) {
+    uint64_t c = EB == 64 ? v : v >> (EB * j) & pl_rv_mask(EB);
+    if (F == 0) {
+      float x = pl_rv_in_f(DT, c);
+      a->f[j] = first ? x : pl_opf(op, a->f[j], x);
+    } else if (F == 1) {
+      double x = pl_rv_in_d(DT, c);
+      a->d = first ? x : pl_opd(op, a->d, x);
+    } else if (F == 2) {
+      int64_t x = pl_rv_in_i(DT, c);
+      a->i[j] = first ? x : pl_opi(op, a->i[j], x);
+    } else {
+      uint64_t x = pl_rv_in_u(DT, c);
+      a->u[j] = first ? x : pl_opu(op, a->u[j], x);
+    }
+  }
+}
+/* The reduced word (AVG divided by `divisor`), elements converted back to DT. */
+template <int DT> PL_DEV uint64_t pl_lacc_get(const pl_lacc_t *a, int op, int divisor) {
+  const int EB = PL_RV_EB_(DT), E = 64 / EB, F = PL_LEAN_FAM_(DT);
+  uint64_t v = 0;
+#pragma unroll
+  for (int j = 0; j < E; j++) {
+    uint64_t c = F == 0   ? pl_rv_out_f(DT, op, a->f[j], divisor)
+                 : F == 1 ? pl_rv_out_d(DT, op, a->d, divisor)
+                 : F == 2 ? pl_rv_out_i(DT, op, a->i[j], divisor)
+                          : pl_rv_out_u(DT, op, a->u[j], divisor);
+    v |= EB == 64 ? c : (c & pl_rv_mask(EB)) << (EB * j);
+  }
+  return v;
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+
+/* A CTA's shared state: the call's per-peer numbers, computed once by threads 0..world-1. */
+typedef struct {
+  char *ws[PL_MAX_WORLD];          /* every rank's workspace */
+  const char *osrc[PL_MAX_WORLD];  /* my block (shard, vector) for peer d */
+  uint64_t ob[PL_MAX_WORLD];       /* its bytes */
+  char *idst[PL_MAX_WORLD];        /* where source s's block lands (gathers, two-shot's tail) */
+  uint64_t ib[PL_MAX_WORLD];       /* its bytes */
+  uint32_t op0[PL_MAX_WORLD], ip0[PL_MAX_WORLD]; /* this CTA's part of those blocks, in packets: */
+  uint32_t on[PL_MAX_WORLD], in[PL_MAX_WORLD];   /* [op0, op0 + on) and [ip0, ip0 + in) */
+  uint64_t h0[PL_MAX_WORLD], cnt[PL_MAX_WORLD]; /* header words 0 and 1 of every rank */
+  unsigned omax, imax;             /* the most packets of any peer's part of this CTA */
+  uint64_t epoch;
+  pl_snac_t x;                     /* the failure path only: the call, for pl_dev_report_x */
+  volatile int stop;               /* a wait failed or the headers disagree: data waits stop */
+  int err, err_peer, aborted, mis;
+  const char *err_what;
+} pl_lean_sh_t;
+
+/* This CTA's packets [*p0, *p1) of a b-byte block: pl_snac_part's split with the CTAs as lanes,
+ * so that a CTA reads (in place) only what it pushed itself before its barrier. */
+PL_DEV void pl_lean_part(uint64_t b, uint64_t *p0, uint64_t *p1) {
+  uint64_t L = gridDim.x, l = blockIdx.x;
+  uint64_t lo = (b * l / L) & ~(uint64_t)15, hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+  *p0 = lo / 8;
+  *p1 = hi > lo ? (hi + 7) / 8 : lo / 8;
+}
+
+PL_DEV void pl_lean_fail(pl_lean_sh_t *sh, int st, int peer, const char *what) {
+  if (st == PL_WAIT_GROUP) return; /* another thread's failure, or the headers: recorded there */
+  if (atomicCAS(&sh->err, 0, st) == 0) {
+    sh->err_peer = st == PURLIN_ERR_TIMEOUT ? peer : -1;
+    sh->err_what = what;
+  }
+  sh->stop = 1;
+}
+
+/* Cold paths out of line, so that the hot path stays a few KB of straight code: a packet that
+ * was not there at the first poll, a word at an unaligned address or past the block's end. */
+typedef struct {
+  uint64_t data;
+  int st; /* 0, or why the wait stopped */
+} pl_lean_got_t;
+/* Returns by value: a pointer to the caller's word would put the caller's in-flight loads in local
+ * memory, and every store there waits for its load (8 load latencies in a row per packet). */
+static __device__ __noinline__ pl_lean_got_t pl_lean_wait(const pl_pkt_t *q, uint64_t flag,
+                                                          pl_wait_t wt) {
+  pl_lean_got_t g;
+  g.data = 0;
+  g.st = pl_wait_pkt(q, flag, PL_READY_EPOCH, &wt, &g.data);
+  return g;
+}
+/* The stop conditions of a batch of polls (every PL_SPIN_CHECK + 1 rounds): abort, a sibling CTA's
+ * failure, this CTA's stop flag, the deadline (0 until the first check sets it). */
+typedef struct {
+  uint64_t deadline;
+  int st;
+} pl_lean_chk_t;
+static __device__ __noinline__ pl_lean_chk_t pl_lean_check(pl_wait_t wt, uint64_t deadline) {
+  pl_lean_chk_t c;
+  c.deadline = deadline;
+  c.st = pl_wait_check(&wt, &c.deadline);
+  return c;
+}
+/* Poll the packets of `pend` (a bit per slot u of q/dv/fv) until all carry `flag`: every round
+ * reloads every pending packet at once, so packets that arrive together cost one round trip, not
+ * one each. On failure: records it (peer: the first pending slot's source sv[u]) and returns from
+ * the enclosing function. */
+#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what)                                    do {                                                                                                 uint32_t spins_ = 0;                                                                               uint64_t deadline_ = 0;                                                                            while (pend) {                                                                                       _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if ((pend) >> u_ & 1u)                            pl_ld_pkt((q)[u_], &(dv)[u_], &(fv)[u_]);                                                      _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (((pend) >> u_ & 1u) &&                                                                             pl_ready((fv)[u_], (flag),                                                                                  PL_READY_EPOCH))                      (pend) &= ~(1u << u_);                                                                         if ((pend) && (++spins_ & PL_SPIN_CHECK) == 0) {                                                     pl_lean_chk_t c_ = pl_lean_check(*(wt), deadline_);                                                deadline_ = c_.deadline;                                                                           if (c_.st) {                                                                                         int peer_ = -1;                                                                                    _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (peer_ < 0 && ((pend) >> u_ & 1u))               peer_ = (sv)[u_];                                                                              pl_lean_fail((sh), c_.st, peer_, (what));                                                          return;                                                                                          }                                                                                                }                                                                                                }                                                                                                } while (0)
+
+static __device__ __noinline__ uint64_t pl_lean_pack_slow(const char *src, uint64_t b,
+                                                          uint64_t i) {
+  return pl_pkt_pack(src, b, i);
+}
+static __device__ __noinline__ void pl_lean_unpack_slow(char *dst, uint64_t b, uint64_t i,
+                                                        uint64_t d) {
+  pl_pkt_unpack(dst, b, i, d);
+}
+static __device__ __noinline__ void pl_lean_copy(char *dst, const char *src, uint64_t bytes) {
+  pl_copy_vec(dst, src, bytes, threadIdx.x, blockDim.x);
+}
+PL_DEV uint64_t pl_lean_pack(const char *src, uint64_t b, uint64_t i) {
+  const char *p = src + 8 * i;
+  if (8 * i + 8 <= b && !((uintptr_t)p & 7)) return *(const uint64_t *)p;
+  return pl_lean_pack_slow(src, b, i);
+}
+PL_DEV void pl_lean_unpack(char *dst, uint64_t b, uint64_t i, uint64_t d) {
+  char *p = dst + 8 * i;
+  if (8 * i + 8 <= b && !((uintptr_t)p & 7)) *(uint64_t *)p = d;
+  else pl_lean_unpack_slow(dst, b, i, d);
+}
+
+/* The window of source s in rank d's workspace, for this call's parity. */
+#define PL_LEAN_WIN(sh, d, s)                                                                      \
+  ((pl_pkt_t *)((sh)->ws[d] + X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)(s)) * X->geom.pkt_win))
+
+/* Push this CTA's part of my block for every peer d (osrc[d], ob[d] bytes) into window packets
+ * [base + hw ...) of my window at d, four loads in flight per thread. */
+PL_DEV void pl_lean_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
+                         uint64_t base, uint64_t flag) {
+  uint32_t nmax = sh->omax, n = (uint32_t)(w - 1) * nmax, nt = blockDim.x;
+  for (uint32_t k0 = threadIdx.x; k0 < n; k0 += 4 * nt) {
+    uint64_t v[4];
+    pl_pkt_t *q[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      uint32_t k = k0 + (uint32_t)u * nt, j = k / nmax, m = k - j * nmax;
+      q[u] = NULL;
+      if (k >= n) continue;
+      int d = r + 1 + (int)j;
+      d = d >= w ? d - w : d;
+      if (m >= sh->on[d]) continue;
+      uint64_t i = sh->op0[d] + m;
+      v[u] = pl_lean_pack(sh->osrc[d], sh->ob[d], i);
+      q[u] = PL_LEAN_WIN(sh, d, r) + base + i;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      if (q[u]) pl_st_pkt(q[u], v[u], flag);
+  }
+}
+
+/* Receive this CTA's part of every source's block (idst[s], ib[s] bytes) from window packets
+ * [base ...) of its window here, PL_LEAN_RECV_UNROLL polls in flight per thread. */
+#define PL_LEAN_RECV_UNROLL 8
+PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
+                         uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what) {
+  uint32_t nmax = sh->imax, n = (uint32_t)(w - 1) * nmax, nt = blockDim.x;
+  for (uint32_t k0 = threadIdx.x; k0 < n; k0 += PL_LEAN_RECV_UNROLL * nt) {
+    uint64_t dv[PL_LEAN_RECV_UNROLL], fv[PL_LEAN_RECV_UNROLL], iv[PL_LEAN_RECV_UNROLL];
+    int sv[PL_LEAN_RECV_UNROLL];
+    const pl_pkt_t *q[PL_LEAN_RECV_UNROLL];
+#pragma unroll
+    for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++) {
+      uint32_t k = k0 + (uint32_t)u * nt, j = k / nmax, m = k - j * nmax;
+      q[u] = NULL;
+      if (k >= n) continue;
+      int s = r + 1 + (int)j;
+      s = s >= w ? s - w : s;
+      if (m >= sh->in[s]) continue;
+      uint64_t i = sh->ip0[s] + m;
+      sv[u] = s;
+      iv[u] = i;
+      q[u] = PL_LEAN_WIN(sh, r, s) + base + i;
+      pl_ld_pkt(q[u], &dv[u], &fv[u]);
+    }
+    uint32_t pend = 0;
+#pragma unroll
+    for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
+      if (q[u] && !pl_ready(fv[u], flag, PL_READY_EPOCH)) pend |= 1u << u;
+    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what);
+#pragma unroll
+    for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
+      if (q[u]) pl_lean_unpack(sh->idst[sv[u]], sh->ib[sv[u]], iv[u], dv[u]);
+  }
+}
+
+/* Reduce this CTA's part of b bytes into dst: per packet, my input (own) and every source's packet
+ * at window packets [base ...), in ascending rank order, all sources' polls in flight at once.
+ * Two-shot: the reduced word also goes to every peer at packet base2 + i (flag2). */
+template <int DT>
+PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
+                           const char *own, char *dst, uint64_t b, uint64_t base, uint64_t flag,
+                           int push2, uint64_t base2, uint64_t flag2, const pl_wait_t *wt) {
+  const int op = X->c.op;
+  uint64_t p0, p1, nt = blockDim.x;
+  pl_lean_part(b, &p0, &p1);
+  const char *mywin = sh->ws[r] + X->geom.pkt_off + par * (uint64_t)w * X->geom.pkt_win;
+  for (uint64_t i = p0 + threadIdx.x; i < p1; i += nt) {
+    uint64_t mine = pl_lean_pack(own, b, i);
+    pl_lacc_t acc;
+    for (int s0 = 0; s0 < w; s0 += 8) {
+      uint64_t dv[8], fv[8];
+      const pl_pkt_t *q[8];
+      int sv[8];
+      uint32_t pend = 0;
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        int s = s0 + u;
+        sv[u] = s;
+        q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * X->geom.pkt_win) + base + i;
+        if (s < w && s != r) {
+          pl_ld_pkt(q[u], &dv[u], &fv[u]);
+          pend |= 1u << u;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if ((pend >> u & 1u) && pl_ready(fv[u], flag, PL_READY_EPOCH)) pend &= ~(1u << u);
+      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "reduce packets");
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        int s = s0 + u;
+        if (s >= w) break;
+        pl_lacc_put<DT>(&acc, s == r ? mine : dv[u], op, s == 0);
+      }
+    }
+    uint64_t out = pl_lacc_get<DT>(&acc, op, w);
+    pl_lean_unpack(dst, b, i, out);
+    if (push2)
+      for (int j = 1; j < w; j++) {
+        int d = (r + j) % w;
+        pl_st_pkt(PL_LEAN_WIN(sh, d, r) + base2 + i, out, flag2);
+      }
+  }
+}
+
+/* The mismatch verdict from every rank's header words 0 and 1 (every rank holds the same, so
+ * every rank reports the same): pl_snac_hdr_check's order and names. Thread 0. */
+PL_DEV void pl_lean_verdict(pl_lean_sh_t *sh, int w) {
+  pl_mismatch_t *m = &sh->x.mismatch;
+  for (int s = 0; s < w; s++) {
+    uint64_t a0 = sh->h0[0], b0 = sh->h0[s];
+    if ((b0 & 0xffff) != PL_HDR_TAG) {
+      *m = {"header", -1, 0, s, a0, b0};
+      return;
+    }
+    for (int f = 0; f < 4; f++) {
+      uint64_t a = a0 >> (16 + 8 * f) & 0xff, b = b0 >> (16 + 8 * f) & 0xff;
+      if (a != b) {
+        *m = {pl_snac_field_name(f), -1, 0, s, a, b};
+        return;
+      }
+    }
+  }
+  for (int s = 0; s < w; s++)
+    if (sh->cnt[s] != sh->cnt[0]) {
+      *m = {"count", -1, 0, s, sh->cnt[0], sh->cnt[s]};
+      return;
+    }
+  *m = {"header", -1, 0, 0, sh->h0[0], sh->h0[0]}; /* unreachable: some header differed */
+}
+
+/* Thread 0 of a failed CTA: the call as pl_dev_report_x reads it, the verdict, the report. */
+static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, pl_lean_sh_t *sh,
+                                                   int st, uint64_t epoch) {
+  const uint64_t *s = (const uint64_t *)&args->x;
+  uint64_t *d = (uint64_t *)&sh->x;
+  for (unsigned i = 0; i < sizeof(pl_snac_t) / 8; i++) d[i] = s[i];
+  sh->x.epoch = epoch;
+  sh->x.lane = (int)blockIdx.x;
+  if (st == PURLIN_ERR_MISMATCH) pl_lean_verdict(sh, args->x.c.world);
+  pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
+}
+
+/* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for the gathers (AllGather, AllToAll). */
+template <int DT>
+__global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
+    pl_lean_kernel(const __grid_constant__ pl_cuda_args_t args) {
+  __shared__ pl_lean_sh_t sh;
+  const pl_snac_t *X = &args.x;
+  const pl_call_t *c = &X->c;
+  const int w = c->world, r = c->rank, coll = c->coll, tid = threadIdx.x;
+  const int ar = coll == PL_COLL_ALL_REDUCE, two = ar && X->plan.ar_twoshot;
+  const uint64_t hw = pl_hdr_words(w), nt = blockDim.x;
+  /* prologue: the epoch and the abort word (two warps, overlapped), the per-peer numbers */
+  if (tid == 0) {
+    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
+    sh.stop = 0;
+    sh.err = 0;
+    sh.err_peer = -1;
+    sh.err_what = NULL;
+    sh.mis = 0;
+    sh.omax = sh.imax = 0;
+  }
+  if (tid == (nt > 32 ? 32 : 0))
+    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
+  __syncthreads();
+  if (tid < w) {
+    int d = tid;
+    sh.ws[d] = X->ws[d];
+    if (pl_coll_is_reduce(coll)) {
+      int one = ar && X->plan.ar_oneshot;
+      sh.osrc[d] = X->send + (one ? 0 : pl_shard_in_off(c, d));
+      sh.ob[d] = one ? c->count * c->esize : pl_shard_bytes(c, d);
+      sh.idst[d] = X->recv + pl_shard_out_off(c, d); /* two-shot's tail */
+      sh.ib[d] = pl_shard_bytes(c, d);
+    } else {
+      sh.osrc[d] = X->send + pl_gather_send_off(c, d);
+      sh.ob[d] = pl_gather_bytes_send(c, d);
+      sh.idst[d] = X->recv + pl_gather_recv_off(c, d);
+      sh.ib[d] = pl_gather_bytes_recv(c, d);
+    }
+    uint64_t p0, p1;
+    pl_lean_part(sh.ob[d], &p0, &p1);
+    sh.op0[d] = (uint32_t)p0;
+    sh.on[d] = (uint32_t)(p1 - p0);
+    if (d != r) atomicMax(&sh.omax, (unsigned)(p1 - p0));
+    pl_lean_part(sh.ib[d], &p0, &p1);
+    sh.ip0[d] = (uint32_t)p0;
+    sh.in[d] = (uint32_t)(p1 - p0);
+    if (d != r) atomicMax(&sh.imax, (unsigned)(p1 - p0));
+  }
+  __syncthreads();
+  const uint64_t epoch = sh.epoch, par = epoch & 1;
+  const uint64_t f1 = epoch * PL_EPOCH_STRIDE + 1, f2 = f1 + 1;
+  pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
+  const uint64_t myh0 = PL_HDR_TAG | (uint64_t)coll << 16 | (uint64_t)c->dtype << 24 |
+                        (uint64_t)c->op << 32 | (uint64_t)c->mode << 40 |
+                        (uint64_t)(X->in_place ? PL_HDR_INPLACE : 0) << 48;
+  pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
+                  args.timeout_ns, 0, args.backoff_ns};
+  pl_wait_t wh = wd;
+  wh.group = NULL; /* a header wait ends only with its header (or abort, deadline): the verdict
+                      needs every rank's */
+  if (!sh.aborted) {
+    /* notify: CTA 0 pushes the header (SNAC's words: 0, count, world; zero copy never), every
+     * CTA its part of every data block */
+    if (blockIdx.x == 0)
+      for (uint32_t k = tid; k < (uint32_t)((w - 1) * hw); k += nt) {
+        uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
+        int d = r + 1 + (int)j;
+        d = d >= w ? d - w : d;
+        uint64_t v = q == 0 ? myh0 : q == 1 ? c->count : q == 6 ? (uint64_t)w : 0;
+        pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
+      }
+    pl_lean_push(X, &sh, w, r, par, hw, f1);
+    if (!pl_coll_is_reduce(coll)) { /* my own block, this CTA's part */
+      uint64_t p0, p1;
+      pl_lean_part(sh.ob[r], &p0, &p1);
+      uint64_t lo = 8 * p0, hi = 8 * p1 < sh.ob[r] ? 8 * p1 : sh.ob[r];
+      if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
+    }
+    __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */
+    /* agree: threads 0..world-1 take every rank's header first; a difference stops the data
+     * waits (a peer that disagrees may never send what this rank awaits) */
+    if (tid < w) {
+      uint64_t a = myh0, n = c->count;
+      int st = 0;
+      if (tid != r) {
+        const pl_pkt_t *q = PL_LEAN_WIN(&sh, r, tid);
+        uint64_t fa, fn;
+        pl_ld_pkt(q, &a, &fa);
+        pl_ld_pkt(q + 1, &n, &fn);
+        if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
+          pl_lean_got_t g = pl_lean_wait(q, f1, wh);
+          st = g.st;
+          a = g.data;
+        }
+        if (!st && !pl_ready(fn, f1, PL_READY_EPOCH)) {
+          pl_lean_got_t g = pl_lean_wait(q + 1, f1, wh);
+          st = g.st;
+          n = g.data;
+        }
+      }
+      sh.h0[tid] = a;
+      sh.cnt[tid] = n;
+      if (st) pl_lean_fail(&sh, st, tid, "the call's header");
+      else if (((a ^ myh0) & 0xffffffffffffull) || n != c->count) {
+        sh.mis = 1;
+        sh.stop = 1;
+      }
+    }
+    /* consume */
+    if constexpr (DT < 0) {
+      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
+    } else {
+      int one = ar && X->plan.ar_oneshot;
+      uint64_t b = one ? c->count * c->esize : pl_shard_bytes(c, r);
+      uint64_t in = one ? 0 : pl_shard_in_off(c, r), out = one ? 0 : pl_shard_out_off(c, r);
+      pl_lean_reduce<DT>(X, &sh, w, r, par, X->send + in, X->recv + out, b, hw, f1, two,
+                         hw + X->plan.ar_region2, f2, &wd);
+      if (two)
+        pl_lean_recv(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
+                     "reduced shard packets");
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int st = sh.aborted ? PURLIN_ERR_REMOTE : sh.err ? sh.err : sh.mis ? PURLIN_ERR_MISMATCH : 0;
+    if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
+    if (st) pl_lean_report(&args, &sh, st, epoch);
+    if (gridDim.x == 1) {
+      *(volatile uint64_t *)&args.state->epoch = epoch + 1;
+    } else {
+      __threadfence();
+      if (atomicAdd(&args.state->exit_count, 1u) == gridDim.x - 1) {
+        args.state->exit_count = 0;
+        *(volatile uint64_t *)&args.state->epoch = epoch + 1;
+      }
+    }
+  }
+}
+
+cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads,
+                                cudaStream_t s) {
+  int dt = pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1;
+  switch (dt) {
+#define PL_LEAN_CASE_(name, suffix, bytes)                                                         \
+  case PURLIN_##name: pl_lean_kernel<PURLIN_##name><<<grid, threads, 0, s>>>(*args); break;
+    PURLIN_DTYPE_MAP(PL_LEAN_CASE_)
+#undef PL_LEAN_CASE_
+  default: pl_lean_kernel<-1><<<grid, threads, 0, s>>>(*args); break;
+  }
+  return cudaGetLastError();
+}

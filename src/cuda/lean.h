@@ -1,0 +1,20 @@
+/* lean.h -- the lean packet kernel (lean.cu): SNAC's latency regime for calls that move nothing
+ * but packets, in a kernel of its own. CUDA C++ only (included by cuda_dp.cu). */
+#ifndef PL_CUDA_LEAN_H
+#define PL_CUDA_LEAN_H
+
+#include "cuda/cuda_int.h"
+
+/* Largest CTA of the lean kernel. */
+#define PL_LEAN_THREADS 256 /* __launch_bounds__: up to 255 registers (all polls in flight) */
+
+/* 1 when every block of the call travels as packets and the lean kernel can run it: a non-V
+ * collective with host counts whose plan puts every block in the latency regime. A pure function
+ * of the plan and the agreed arguments, so every rank decides the same. */
+int pl_lean_takes(const pl_snac_t *x);
+/* Packets this rank receives in the call (every source's, both shots of a two-shot AllReduce). */
+uint64_t pl_lean_recv_packets(const pl_snac_t *x);
+/* Launch the lean kernel for args (grid CTAs of `threads`) on s. */
+cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
+
+#endif
