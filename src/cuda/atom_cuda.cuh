@@ -202,6 +202,12 @@ PL_ATOM void pl_atom_publish(pl_atom_t *a, uint64_t *flag, uint64_t value, int p
 }
 PL_ATOM void pl_atom_ring(pl_atom_t *a, int peer) {}
 PL_ATOM int pl_atom_is_leader(pl_atom_t *a) { PL_ATOM_CALL(pl_dev_is_leader(a), 1); }
+/* A barrier of the group (the CTA): what one member wrote to shared memory is seen by all. */
+PL_ATOM void pl_atom_sync(pl_atom_t *a) {
+#ifdef __CUDA_ARCH__
+  __syncthreads();
+#endif
+}
 /* Every thread writes the same pointers, and a barrier separates a reduction's reads from the
  * next writes, so one array in shared memory serves the CTA (per-thread arrays spilled). */
 PL_ATOM const void **pl_atom_srcs(pl_atom_t *a) { return a->sh->srcs; }

@@ -873,6 +873,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     uint64_t want = (pl_lean_recv_packets(x) + per - 1) / per;
     grid = want < 1 ? 1 : want > (uint64_t)x->plan.lanes ? x->plan.lanes : (int)want;
   }
+  PL_TRACE("%s: count %llu: %s kernel, %d CTAs of %d threads", pl_coll_name(call->coll),
+           (unsigned long long)call->count, lean ? "lean packet" : "SNAC", grid, threads);
   if (!dcounts) x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
   args.hdr = dp->hdr;

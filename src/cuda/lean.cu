@@ -132,7 +132,7 @@ PL_DEV void pl_lean_fail(pl_lean_sh_t *sh, int st, int peer, const char *what) {
     sh->err_peer = st == PURLIN_ERR_TIMEOUT ? peer : -1;
     sh->err_what = what;
   }
-  sh->stop = 1;
+  atomicExch((int *)&sh->stop, 1); /* several threads may set it: atomics, not a race */
 }
 
 /* Cold paths out of line, so that the hot path stays a few KB of straight code: a packet that
@@ -343,11 +343,24 @@ static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, p
   pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
+/* PURLIN_PROFILE: the phases of SNAC's kernel (cuda_int.h), summed in the device state. */
+static __device__ __noinline__ void pl_lean_prof(pl_cuda_state_t *ps, const uint64_t *t) {
+  uint64_t end = pl_globaltimer(), prev = ps->prof_last_exit;
+  uint64_t d[PL_PROF_N] = {prev && t[0] > prev && t[0] - prev < 1000000000ull ? t[0] - prev : 0,
+                           t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3], end - t[4]};
+  for (int i = 0; i < PL_PROF_N; i++) ps->prof_sum[i] += d[i];
+  ps->prof_calls++;
+  ps->prof_last_exit = end;
+}
+
 /* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for the gathers (AllGather, AllToAll). */
 template <int DT>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_lean_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
+  __shared__ uint64_t prof_t[PL_PROF_N];
+  const int prof = args.prof && blockIdx.x == 0 && threadIdx.x == 0; /* PURLIN_PROFILE */
+  if (prof) prof_t[0] = pl_globaltimer();
   const pl_snac_t *X = &args.x;
   const pl_call_t *c = &X->c;
   const int w = c->world, r = c->rank, coll = c->coll, tid = threadIdx.x;
@@ -392,6 +405,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (d != r) atomicMax(&sh.imax, (unsigned)(p1 - p0));
   }
   __syncthreads();
+  if (prof) prof_t[1] = pl_globaltimer();
   const uint64_t epoch = sh.epoch, par = epoch & 1;
   const uint64_t f1 = epoch * PL_EPOCH_STRIDE + 1, f2 = f1 + 1;
   pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
@@ -422,6 +436,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
     }
     __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */
+    if (prof) prof_t[2] = pl_globaltimer();
     /* agree: threads 0..world-1 take every rank's header first; a difference stops the data
      * waits (a peer that disagrees may never send what this rank awaits) */
     if (tid < w) {
@@ -447,10 +462,11 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       sh.cnt[tid] = n;
       if (st) pl_lean_fail(&sh, st, tid, "the call's header");
       else if (((a ^ myh0) & 0xffffffffffffull) || n != c->count) {
-        sh.mis = 1;
-        sh.stop = 1;
+        atomicExch(&sh.mis, 1);
+        atomicExch((int *)&sh.stop, 1);
       }
     }
+    if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
     /* consume */
     if constexpr (DT < 0) {
       pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
@@ -466,10 +482,12 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     }
   }
   __syncthreads();
+  if (prof) prof_t[4] = pl_globaltimer();
   if (tid == 0) {
     int st = sh.aborted ? PURLIN_ERR_REMOTE : sh.err ? sh.err : sh.mis ? PURLIN_ERR_MISMATCH : 0;
     if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
     if (st) pl_lean_report(&args, &sh, st, epoch);
+    if (prof && !st && !sh.aborted) pl_lean_prof(args.state, prof_t);
     if (gridDim.x == 1) {
       *(volatile uint64_t *)&args.state->epoch = epoch + 1;
     } else {

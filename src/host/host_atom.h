@@ -93,6 +93,8 @@ static inline void *pl_atom_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t of
                                 uint64_t bytes) {
   return pl_host_sym(a, peer, id, off, bytes);
 }
+/* The group is one thread: nothing to wait for. */
+static inline void pl_atom_sync(pl_atom_t *a) { (void)a; }
 static inline int pl_atom_is_leader(pl_atom_t *a) {
   (void)a;
   return 1;

@@ -18,6 +18,7 @@
  *   const void **pl_atom_srcs(a)                room for a reduction's PL_MAX_WORLD sources
  *   void *pl_atom_sym(a, peer, id, off, bytes)  a peer's peer-accessible buffer, or NULL
  *   int  pl_atom_is_leader(a)                   one member of the group (for scalar work)
+ *   void pl_atom_sync(a)                        barrier of the group (after the leader's writes)
  *
  * Memory ordering (docs/snac.md): data is written with plain stores, then the producer publishes a
  * flag with release semantics (system scope); the consumer's await ends with an acquire load of the
@@ -191,7 +192,7 @@ PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64
     uint64_t base = 0;
     for (int s = 0; s < w; s++) { /* every source's packets at once, one barrier */
       if (s == r) {
-        srcs[s] = x->send + in_off + o;
+        if (pl_atom_is_leader(a)) srcs[s] = x->send + in_off + o; /* read after the barrier */
         continue;
       }
       char *buf = pl_atom_scratch(a, s);
@@ -199,7 +200,7 @@ PL_HD int pl_snac_pkt_reduce(pl_atom_t *a, pl_snac_t *x, uint64_t in_off, uint64
                                      pl_snac_val(x, 0), s, "reduce packets", base);
       if (st) return st;
       base += (n + 7) / 8;
-      srcs[s] = buf;
+      if (pl_atom_is_leader(a)) srcs[s] = buf;
     }
     int st = pl_atom_pkt_sync(a);
     if (st) return st;
@@ -301,14 +302,17 @@ PL_HD int pl_snac_reduce_round(pl_atom_t *a, pl_snac_t *x, uint64_t k, char *dst
   uint64_t K = x->plan.chunk;
   const void **srcs = pl_atom_srcs(a);
   for (int s = 0; s < w; s++) {
+    const void *src;
     if (s == r) {
-      srcs[s] = x->send + pl_shard_in_off(c, r) + k * K + lo;
-      continue;
+      src = x->send + pl_shard_in_off(c, r) + k * K + lo;
+    } else {
+      if (!pl_snac_zc(x, s, PL_HDR_ZC_SEND) && (st = pl_snac_await_stage(a, x, s, k))) return st;
+      src = pl_snac_reduce_src(a, x, s, r, k, lo, hi);
+      if (!src) return PURLIN_ERR_INTERNAL;
     }
-    if (!pl_snac_zc(x, s, PL_HDR_ZC_SEND) && (st = pl_snac_await_stage(a, x, s, k))) return st;
-    srcs[s] = pl_snac_reduce_src(a, x, s, r, k, lo, hi);
-    if (!srcs[s]) return PURLIN_ERR_INTERNAL;
+    if (pl_atom_is_leader(a)) srcs[s] = src; /* one writer; read after the barrier below */
   }
+  pl_atom_sync(a);
   pl_atom_reduce(a, dst + lo, srcs, w, (hi - lo) / c->esize, c->dtype, c->op, w);
   for (int s = 0; s < w; s++) {
     if (s == r || pl_snac_zc(x, s, PL_HDR_ZC_SEND)) continue;
@@ -455,7 +459,10 @@ PL_HD int pl_snac_zc_exit(pl_atom_t *a, pl_snac_t *x) {
  * consume this lane's part of every chunk and packet block (docs/snac.md, "Lanes"). */
 PL_HD int pl_snac_main(pl_atom_t *a, pl_snac_t *x, uint64_t *myhdr) {
   int w = x->c.world, r = x->c.rank, st;
-  if (x->lane == 0) pl_snac_hdr_build(x, myhdr); /* the header is lane 0's; data packets every lane's */
+  /* the header is lane 0's (built by one member: two members building it at once could each
+   * zero a word the other had already filled); data packets every lane's */
+  if (x->lane == 0 && pl_atom_is_leader(a)) pl_snac_hdr_build(x, myhdr);
+  pl_atom_sync(a);
   pl_snac_push(a, x, myhdr);
   pl_snac_self(a, x);
   PL_SNAC_STAMP(a, 2);
