@@ -49,6 +49,7 @@ typedef struct {
   uint64_t backoff_ns;  /* CUDA: sleep between packet polls (local) */
   uint64_t lean;        /* CUDA: calls that move only packets run the lean packet kernel (lean.cu) */
   uint64_t lean_pkts;   /* CUDA lean kernel: received packets per thread before adding a CTA */
+  uint64_t lean_ctas;   /* CUDA lean kernel: most CTAs of a call */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page

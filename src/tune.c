@@ -24,6 +24,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->backoff_ns = 0;
   t->lean = 0; /* CUDA only */
   t->lean_pkts = 0;
+  t->lean_ctas = 0;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
@@ -46,6 +47,11 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * 25.3 -> 16.3 us) */
     t->lat_max = 256 * 1024;
     t->oneshot_max = 64 * 1024;
+    /* Lean CTAs per call: every rank's must fit the GPU at once under MPS (world * CTAs <= 128
+     * of 132 SMs), at most 16 (measured: 16 at world 8 made AllReduce 1 MiB 90 -> 62 us,
+     * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
+    t->lean_ctas = world >= 8 ? (uint64_t)(128 / world) : 16;
+    if (t->lean_ctas < 1) t->lean_ctas = 1;
   }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
@@ -57,6 +63,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   if ((v = pl_param_int(PL_PARAM_POLL_BACKOFF_NS)) >= 0) t->backoff_ns = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LEAN)) >= 0) t->lean = v != 0;
   if ((v = pl_param_int(PL_PARAM_LEAN_PKTS)) > 0) t->lean_pkts = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_LEAN_CTAS)) > 0) t->lean_ctas = v > 1024 ? 1024 : (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
     t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
   /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each

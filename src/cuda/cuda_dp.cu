@@ -865,13 +865,14 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * cost of a small call is mostly that control flow, per warp: docs/tuning.md) */
   int threads = (int)(stages ? comm->tune.threads : comm->tune.lat_threads);
   /* Calls that move only packets run the lean packet kernel (lean.cu): one CTA per
-   * threads * lean_pkts received packets, at most the lanes */
+   * threads * lean_pkts received packets, at most lean_ctas */
   int lean = comm->tune.lean && pl_lean_takes(x);
   if (lean) {
     threads = threads > PL_LEAN_THREADS ? PL_LEAN_THREADS : threads;
     uint64_t per = (uint64_t)threads * (comm->tune.lean_pkts ? comm->tune.lean_pkts : 4);
     uint64_t want = (pl_lean_recv_packets(x) + per - 1) / per;
-    grid = want < 1 ? 1 : want > (uint64_t)x->plan.lanes ? x->plan.lanes : (int)want;
+    uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
+    grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }
   PL_TRACE("%s: count %llu: %s kernel, %d CTAs of %d threads", pl_coll_name(call->coll),
            (unsigned long long)call->count, lean ? "lean packet" : "SNAC", grid, threads);
