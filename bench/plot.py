@@ -5,6 +5,10 @@ speed-of-light floor of the same run.
 
     python3 bench/plot.py results/*.json -o results/plot.png
 
+Files of one collective and world (a sweep split in several runs, e.g. small and large sizes) are
+merged into one row. --table FILE also writes a markdown table (size x collective: time per call,
+busbw, time over the floor, #wrong when not 0), which needs no matplotlib.
+
 matplotlib is optional: without it the script says so and exits 0 (so scripts that call it keep going).
 """
 import argparse
@@ -20,6 +24,50 @@ def load(paths):
         d["_path"] = p
         runs.append(d)
     return runs
+
+
+def merge(runs):
+    """One run per (collective, ranks): rows of every file, sorted by size."""
+    out = {}
+    for d in runs:
+        key = (d["collective"], d["params"]["ranks"])
+        if key in out:
+            out[key]["rows"] = sorted(out[key]["rows"] + d["rows"], key=lambda r: r["bytes"])
+        else:
+            out[key] = dict(d)
+            out[key]["rows"] = sorted(d["rows"], key=lambda r: r["bytes"])
+    return list(out.values())
+
+
+def size_name(b):
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= n and b % n == 0:
+            return "%d %s" % (b // n, unit)
+    return "%d B" % b
+
+
+def write_table(runs, path):
+    """Markdown: one row per size, one column per collective (out of place)."""
+    cols = [d["collective"] for d in runs]
+    cells = {}
+    for d in runs:
+        for r in d["rows"]:
+            c = r.get("out_of_place")
+            if not c:
+                continue
+            t = c["time_us"]
+            cell = "%s, %.1f GB/s, %.2fx" % (
+                ("%.1f us" % t) if t < 1000 else ("%.2f ms" % (t / 1e3)), c["busbw_GBs"], c["x_floor"])
+            if c.get("wrong", 0) not in (0, -1):
+                cell += ", %d wrong" % c["wrong"]
+            cells[(r["bytes"], d["collective"])] = cell
+    sizes = sorted({b for b, _ in cells})
+    with open(path, "w") as f:
+        f.write("| size | " + " | ".join(cols) + " |\n")
+        f.write("|---" * (len(cols) + 1) + "|\n")
+        for b in sizes:
+            f.write("| %s | " % size_name(b) + " | ".join(cells.get((b, c), "") for c in cols) + " |\n")
+    print("plot.py: wrote %s" % path)
 
 
 def series(rows, placement, key):
@@ -44,7 +92,11 @@ def main():
     ap.add_argument("json", nargs="+", help="files written by -J")
     ap.add_argument("-o", "--output", default="bench.png", help="PNG to write (default bench.png)")
     ap.add_argument("--type", help="only rows of this dtype (default: the first dtype of each file)")
+    ap.add_argument("--table", help="also write a markdown table of the runs to this file")
     args = ap.parse_args()
+    runs = merge(load(args.json))
+    if args.table:
+        write_table(runs, args.table)
     try:
         import matplotlib
 
@@ -54,7 +106,6 @@ def main():
         print("plot.py: matplotlib is not installed; no plot written (pip install matplotlib)")
         return 0
 
-    runs = load(args.json)
     fig, axes = plt.subplots(len(runs), 2, figsize=(13, 3.8 * len(runs)), squeeze=False)
     for d, (ax_bw, ax_t) in zip(runs, axes):
         rows = d["rows"]
