@@ -2,6 +2,8 @@
  *
  *   purlinrun -n N gpu_test [--quick] [--big] [--graph] [--seed S]     correctness (default)
  *   purlinrun -n N gpu_test --tiny                                     a few cases (sanitizers)
+ *   purlinrun -n N gpu_test --huge                                     256 MiB per call, each
+ *                                                                     collective (pools of 256 MiB)
  *   purlinrun -n N gpu_test --device-counts     V counts in device memory: eager, CUDA graph with
  *                                               new counts per replay, MISMATCH between ranks
  *   purlinrun -n N gpu_test --fault mismatch                          MISMATCH on every rank
@@ -523,6 +525,19 @@ static void matrix(int quick, int big) {
     printf("gpu_test: matrix: %" PRIu64 " cases in %.1f s\n", g_case_no, now_s() - t0);
 }
 
+/* 256 MiB per call (issue 3's largest size): every non-V collective once and AllReduce in both
+ * modes, staged and zero copy, every element against the reference as everywhere else. */
+static void huge(void) {
+  size_t n = ((size_t)256 << 20) / 4; /* f32 elements in 256 MiB */
+  add(C_AR, PURLIN_F32, PURLIN_SUM, 1, n, B_OUT_DD, 0);
+  add(C_AR, PURLIN_BF16, PURLIN_SUM, 0, n * 2, B_IN_M, 0);
+  add(C_AG, PURLIN_BF16, PURLIN_SUM, 0, n * 2 / g_world, B_OUT_DD, 0);
+  add(C_RS, PURLIN_F32, PURLIN_SUM, 1, n / g_world, B_OUT_MM, 0);
+  add(C_A2A, PURLIN_F32, PURLIN_SUM, 0, n / g_world, B_OUT_DD, 0);
+  add(C_A2AV, PURLIN_BF16, PURLIN_SUM, 0, n / (2 * (size_t)g_world), B_OUT_DD, 1);
+  if (g_rank == 0) printf("gpu_test: huge: %" PRIu64 " cases of 256 MiB\n", g_case_no);
+}
+
 /* A few cases of every collective, both regimes, staged and zero copy: for compute-sanitizer. */
 static void tiny(void) {
   for (int coll = 0; coll < C_COUNT; coll++) {
@@ -900,19 +915,20 @@ static int fault_kill(int timeout_ms, int gather, int small) {
 /* ---- main ------------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
-  int quick = 0, big = 0, graph = 0, tiny_only = 0, devcounts = 0;
+  int quick = 0, big = 0, graph = 0, tiny_only = 0, devcounts = 0, huge_only = 0;
   const char *fault = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--big")) big = 1;
     else if (!strcmp(argv[i], "--graph")) graph = 1;
     else if (!strcmp(argv[i], "--tiny")) tiny_only = 1;
+    else if (!strcmp(argv[i], "--huge")) huge_only = 1;
     else if (!strcmp(argv[i], "--device-counts")) devcounts = 1;
     else if (!strcmp(argv[i], "--no-a2av")) g_no_a2av = 1;
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
     else {
-      fprintf(stderr, "usage: gpu_test [--quick|--tiny|--device-counts] [--big] [--graph] "
+      fprintf(stderr, "usage: gpu_test [--quick|--tiny|--huge|--device-counts] [--big] [--graph] "
                       "[--seed S] [--no-a2av] [--fault mismatch|kill|kill-gather|kill-small]\n");
       return 2;
     }
@@ -942,7 +958,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
-  g_pool_bytes = big ? ((size_t)64 << 20) + 4096 : ((size_t)24 << 20) + 4096;
+  g_pool_bytes = huge_only ? ((size_t)256 << 20) + 4096
+                 : big     ? ((size_t)64 << 20) + 4096
+                           : ((size_t)24 << 20) + 4096;
   for (int k = 0; k < 2; k++) {
     CK(cudaMalloc((void **)&g_dev[k], g_pool_bytes));
     PK(purlin_mem_alloc(g_comm, g_pool_bytes, (void **)&g_sym[k]));
@@ -971,6 +989,8 @@ int main(int argc, char **argv) {
     devcounts_mismatch();
   } else if (tiny_only) {
     tiny();
+  } else if (huge_only) {
+    huge();
   } else {
     matrix(quick, big);
     if (graph) graph_test();

@@ -133,6 +133,7 @@ case " ${ATOMS:-700 800 900 ce} " in
     run kill-ce 3 60 PURLIN_ATOM=ce PURLIN_TIMEOUT_MS=5000 -- --fault kill-gather
     ;;
 esac
+run huge 4 300 -- --huge   # 256 MiB per call, every element checked
 run mismatch 3 60 -- --fault mismatch
 run device-counts 4 150 -- --device-counts   # V counts in device memory: eager, graph, MISMATCH
 run kill 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
