@@ -37,8 +37,12 @@ typedef struct {
    * call and adds the deltas here (docs/tuning.md); printed at destroy */
   uint64_t prof_last_exit;        /* end of the previous call */
   uint64_t prof_calls;
-  uint64_t prof_sum[PL_PROF_N];   /* ns per phase, summed over calls */
+  uint64_t prof_sum[PL_PROF_N];   /* ns per phase, summed over calls (phase 0: over prof_gaps) */
+  uint64_t prof_gaps;             /* calls that started within PL_PROF_GAP_NS of the previous one's
+                                     end: back to back in a graph or stream, not after the host's
+                                     pauses, which would swamp the mean */
 } pl_cuda_state_t;
+#define PL_PROF_GAP_NS 100000ull
 
 /* The device's error record, in mapped pinned host memory so that the host reads it without a
  * synchronisation. Fields are written first, then the status (or mis_seq) after a system fence. */

@@ -108,17 +108,7 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
       args.state->exit_count = 0;
       *(volatile uint64_t *)&args.state->epoch = sh.x.epoch + 1;
     }
-    if (a.prof && !st) { /* phase 0: the gap since the previous call ended; 5: the epilogue */
-      pl_cuda_state_t *ps = args.state;
-      uint64_t end = pl_globaltimer(), prev = ps->prof_last_exit;
-      uint64_t d[PL_PROF_N] = {prev && prof_t[0] > prev && prof_t[0] - prev < 1000000000ull
-                                   ? prof_t[0] - prev : 0,
-                               prof_t[1] - prof_t[0], prof_t[2] - prof_t[1], prof_t[3] - prof_t[2],
-                               prof_t[4] - prof_t[3], end - prof_t[4]};
-      for (int i = 0; i < PL_PROF_N; i++) ps->prof_sum[i] += d[i];
-      ps->prof_calls++;
-      ps->prof_last_exit = end;
-    }
+    if (a.prof && !st) pl_dev_prof_add(args.state, prof_t);
   }
 }
 

@@ -343,16 +343,6 @@ static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, p
   pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
-/* PURLIN_PROFILE: the phases of SNAC's kernel (cuda_int.h), summed in the device state. */
-static __device__ __noinline__ void pl_lean_prof(pl_cuda_state_t *ps, const uint64_t *t) {
-  uint64_t end = pl_globaltimer(), prev = ps->prof_last_exit;
-  uint64_t d[PL_PROF_N] = {prev && t[0] > prev && t[0] - prev < 1000000000ull ? t[0] - prev : 0,
-                           t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3], end - t[4]};
-  for (int i = 0; i < PL_PROF_N; i++) ps->prof_sum[i] += d[i];
-  ps->prof_calls++;
-  ps->prof_last_exit = end;
-}
-
 /* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for the gathers (AllGather, AllToAll). */
 template <int DT>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
@@ -487,7 +477,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     int st = sh.aborted ? PURLIN_ERR_REMOTE : sh.err ? sh.err : sh.mis ? PURLIN_ERR_MISMATCH : 0;
     if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
     if (st) pl_lean_report(&args, &sh, st, epoch);
-    if (prof && !st && !sh.aborted) pl_lean_prof(args.state, prof_t);
+    if (prof && !st && !sh.aborted) pl_dev_prof_add(args.state, prof_t); /* SNAC's phases */
     if (gridDim.x == 1) {
       *(volatile uint64_t *)&args.state->epoch = epoch + 1;
     } else {
