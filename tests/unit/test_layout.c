@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "plan.h"
 #include "snac/snac_types.h"
+#include "tune.h"
 
 static int failures;
 #define EXPECT(cond, ...)                                                                          \
@@ -102,6 +103,44 @@ static void test_plan(void) {
     }
 }
 
+/* The tuning tables agree with the workspace they size, at every world: a block of exactly the
+ * packet limit fits the packet window (so the plan keeps the table's limit, and the CUDA lean kernel
+ * takes such calls), one-shot and two-shot AllReduce at their limits are planned as such, and on
+ * CUDA every rank's lean CTAs fit one GPU under MPS (world x CTAs <= 128, or one CTA). */
+static void test_tune_tables(void) {
+  static const purlin_datapath_t dps[] = {PURLIN_DATAPATH_HOST, PURLIN_DATAPATH_CUDA};
+  for (int k = 0; k < 2; k++)
+    for (int w = 1; w <= PL_MAX_WORLD; w++) {
+      pl_tune_t t;
+      pl_tune_get(dps[k], w, &t);
+      pl_ws_geom_t g;
+      pl_ws_geom_make(&g, w, sizeof(pl_ctrl_t), t.packet_bytes, t.staging_bytes);
+      pl_call_t c;
+      pl_plan_t p;
+      memset(&c, 0, sizeof c);
+      c.world = w;
+      c.esize = 2;
+      c.dtype = PURLIN_BF16;
+      c.coll = PL_COLL_ALL_TO_ALL;
+      c.count = t.lat_max / 2;
+      pl_plan_make(&c, &g, &t, &p);
+      EXPECT(p.lat_max == t.lat_max, "datapath %d world %d: the packet window holds %llu of the "
+             "table's %llu bytes per block", k, w, (unsigned long long)p.lat_max,
+             (unsigned long long)t.lat_max);
+      c.coll = PL_COLL_ALL_REDUCE;
+      c.count = t.oneshot_max / 2;
+      pl_plan_make(&c, &g, &t, &p);
+      EXPECT(p.ar_oneshot, "datapath %d world %d: AllReduce of oneshot_max is not one-shot", k, w);
+      c.count = t.twoshot_max / 2;
+      pl_plan_make(&c, &g, &t, &p);
+      EXPECT(w == 1 || t.twoshot_max <= t.oneshot_max || p.ar_twoshot,
+             "datapath %d world %d: AllReduce of twoshot_max is not two-shot", k, w);
+      if (dps[k] == PURLIN_DATAPATH_CUDA)
+        EXPECT(t.lean && t.lean_ctas >= 1 && (t.lean_ctas == 1 || t.lean_ctas * (uint64_t)w <= 128),
+               "world %d: %llu lean CTAs per rank", w, (unsigned long long)t.lean_ctas);
+    }
+}
+
 static void test_verdict(void) {
   enum { W = 4 };
   uint64_t hdr[W][PL_HDR_FIXED + 3 * W];
@@ -137,6 +176,7 @@ int main(void) {
   test_saturation();
   test_shards();
   test_plan();
+  test_tune_tables();
   test_verdict();
   printf("test_layout: %s (%d failures)\n", failures ? "FAILED" : "ok", failures);
   return failures != 0;
