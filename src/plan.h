@@ -113,6 +113,14 @@ PL_HD void pl_plan_make(const pl_call_t *c, const pl_ws_geom_t *g, const pl_tune
 
 PL_HD uint64_t pl_rounds(uint64_t bytes, uint64_t chunk) { return (bytes + chunk - 1) / chunk; }
 
+/* Part l of L of a b-byte block that is not chunked (packet blocks, the self copy): [*lo, *hi),
+ * 16-byte aligned (whole packet pairs), the last part takes the tail. SNAC's lanes and the lean
+ * kernel's CTAs split the same way. */
+PL_HD void pl_part(uint64_t b, uint64_t l, uint64_t L, uint64_t *lo, uint64_t *hi) {
+  *lo = (b * l / L) & ~(uint64_t)15;
+  *hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+}
+
 /* Lane l of L owns bytes [pl_lane_lo, pl_lane_hi) of every K-byte chunk (of every block, every
  * round): 16-byte aligned, hence element aligned; a range may be empty (its lane still runs the
  * protocol). Clipped to n, the bytes of a short last chunk. */

@@ -50,7 +50,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     /* Lean CTAs per call: every rank's must fit the GPU at once under MPS (world * CTAs <= 128
      * of 132 SMs), at most 16 (measured: 16 at world 8 made AllReduce 1 MiB 90 -> 62 us,
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
-    t->lean_ctas = world >= 8 ? (uint64_t)(128 / world) : 16;
+    t->lean_ctas = 128 / (uint64_t)world > 16 ? 16 : 128 / (uint64_t)world;
     if (t->lean_ctas < 1) t->lean_ctas = 1;
   }
   int64_t v;

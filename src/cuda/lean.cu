@@ -120,8 +120,8 @@ typedef struct {
 /* This CTA's packets [*p0, *p1) of a b-byte block: pl_snac_part's split with the CTAs as lanes,
  * so that a CTA reads (in place) only what it pushed itself before its barrier. */
 PL_DEV void pl_lean_part(uint64_t b, uint64_t *p0, uint64_t *p1) {
-  uint64_t L = gridDim.x, l = blockIdx.x;
-  uint64_t lo = (b * l / L) & ~(uint64_t)15, hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+  uint64_t lo, hi;
+  pl_part(b, blockIdx.x, gridDim.x, &lo, &hi);
   *p0 = lo / 8;
   *p1 = hi > lo ? (hi + 7) / 8 : lo / 8;
 }
@@ -399,9 +399,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const uint64_t epoch = sh.epoch, par = epoch & 1;
   const uint64_t f1 = epoch * PL_EPOCH_STRIDE + 1, f2 = f1 + 1;
   pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
-  const uint64_t myh0 = PL_HDR_TAG | (uint64_t)coll << 16 | (uint64_t)c->dtype << 24 |
-                        (uint64_t)c->op << 32 | (uint64_t)c->mode << 40 |
-                        (uint64_t)(X->in_place ? PL_HDR_INPLACE : 0) << 48;
+  const uint64_t myh0 = pl_hdr_word0(c, X->in_place ? PL_HDR_INPLACE : 0);
   pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
                   args.timeout_ns, 0, args.backoff_ns};
   pl_wait_t wh = wd;
@@ -461,10 +459,10 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if constexpr (DT < 0) {
       pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
     } else {
-      int one = ar && X->plan.ar_oneshot;
-      uint64_t b = one ? c->count * c->esize : pl_shard_bytes(c, r);
-      uint64_t in = one ? 0 : pl_shard_in_off(c, r), out = one ? 0 : pl_shard_out_off(c, r);
-      pl_lean_reduce<DT>(X, &sh, w, r, par, X->send + in, X->recv + out, b, hw, f1, two,
+      /* what I reduce is what I send myself (osrc/ob of the prologue): the whole vector
+       * (one-shot) or my shard; it lands at my shard's place (RS: 0), one-shot's at 0 */
+      char *dst = ar && X->plan.ar_oneshot ? X->recv : sh.idst[r];
+      pl_lean_reduce<DT>(X, &sh, w, r, par, sh.osrc[r], dst, sh.ob[r], hw, f1, two,
                          hw + X->plan.ar_region2, f2, &wd);
       if (two)
         pl_lean_recv(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,

@@ -53,9 +53,7 @@ PL_HD void pl_snac_publish_all(pl_atom_t *a, const pl_snac_t *x, uint64_t off, u
  * receiver may split differently (a packet carries its own flag), but the same lane of one rank
  * writes and later overwrites the same part, which keeps in-place calls safe. */
 PL_HD void pl_snac_part(const pl_snac_t *x, uint64_t b, uint64_t *lo, uint64_t *hi) {
-  uint64_t L = (uint64_t)x->plan.lanes, l = (uint64_t)x->lane;
-  *lo = (b * l / L) & ~(uint64_t)15;
-  *hi = l == L - 1 ? b : (b * (l + 1) / L) & ~(uint64_t)15;
+  pl_part(b, (uint64_t)x->lane, (uint64_t)x->plan.lanes, lo, hi);
 }
 
 /* This lane's part of a packet block of b bytes from src into the window dst (flag `flag`). */

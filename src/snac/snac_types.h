@@ -119,13 +119,18 @@ PL_HD int pl_snac_reduce_lat(const pl_snac_t *x, int d) {
 
 /* ---- header ---------------------------------------------------------------------------------- */
 
+/* Header word 0: tag, collective, dtype, op, mode, flags (PL_HDR_*). */
+PL_HD uint64_t pl_hdr_word0(const pl_call_t *c, uint64_t flags) {
+  return PL_HDR_TAG | (uint64_t)c->coll << 16 | (uint64_t)c->dtype << 24 | (uint64_t)c->op << 32 |
+         (uint64_t)c->mode << 40 | flags << 48;
+}
+
 PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   const pl_call_t *c = &x->c;
   int w = c->world;
   uint64_t flags = (x->in_place ? PL_HDR_INPLACE : 0) | (x->zc_send ? PL_HDR_ZC_SEND : 0) |
                    (x->zc_recv ? PL_HDR_ZC_RECV : 0);
-  h[0] = PL_HDR_TAG | (uint64_t)c->coll << 16 | (uint64_t)c->dtype << 24 |
-         (uint64_t)c->op << 32 | (uint64_t)c->mode << 40 | flags << 48;
+  h[0] = pl_hdr_word0(c, flags);
   h[1] = c->count;
   h[2] = x->sym_send[0];
   h[3] = x->sym_send[1];
