@@ -12,6 +12,7 @@
 #   SKIP_BUILD=1      reuse an existing build
 #   ATOMS="700 800"  atoms forced in the per-atom runs (default: 700 800 900 ce)
 #   SANITIZE=1        also compute-sanitizer memcheck and racecheck on a few cases (world 2, no MPS)
+#   SANITIZE=only     only those (with SKIP_BUILD=1: a second call on a warm machine)
 #   SAN_LIMIT=300     seconds allowed to each sanitizer run
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,7 +67,7 @@ TEST=$BUILD/tests/gpu/gpu_test
 
 # ---- MPS ------------------------------------------------------------------------------------------
 . "$ROOT/tests/gpu/mps.sh"
-mps_start mps
+[ "${SANITIZE:-0}" = only ] || mps_start mps
 
 # ---- runs -----------------------------------------------------------------------------------------
 ROWS=()
@@ -95,6 +96,7 @@ run() {
   grep -E '^gpu_test: (matrix|graph|mismatch|device counts)|peer killed' "$log" | head -6
 }
 
+if [ "${SANITIZE:-0}" != only ]; then
 for w in $WORLDS; do
   case $w in
     2) run correct "$w" 150 -- --big --graph ;;
@@ -140,10 +142,11 @@ run kill 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 run kill-small 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill-small   # the lean packet kernel
 run kill 8 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 if BUILD=$BUILD OUT=$LOGS ARCH=$ARCH bash "$ROOT/tests/gpu/examples.sh"; then ex=PASS; else ex=FAIL; fi; ROWS+=("$(printf '%-16s %5s  %-12s %8s %8s %6s' examples 2,4 "$ex" - - -)")
+fi
 
 # compute-sanitizer does not run under MPS: optional, after the daemon is gone (ranks time-slice).
-mps_stop
-if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+[ "${SANITIZE:-0}" = only ] || mps_stop
+if [ "${SANITIZE:-0}" != 0 ] && command -v compute-sanitizer >/dev/null; then
   REAL_TEST=$TEST
   for tool in memcheck racecheck; do
     TEST=$LOGS/sanitize-$tool.sh
