@@ -612,8 +612,10 @@ static void print_header(const char *tool, int datapath) {
     printf("%s\n", all + (size_t)r * sizeof line);
   free(all);
   printf("#\n# Speed of light: copy bandwidth %.2f GB/s (%s of 64 MiB, all ranks at once, slowest "
-         "rank), zero-byte all-to-all barrier %.2f us%s\n",
-         copy_bw / 1e9, B.cuda ? "cudaMemcpyAsync device-to-device" : "memcpy", barrier_us,
+         "rank of the best sample; x %d ranks x 2 = %.2f TB/s of memory traffic), zero-byte "
+         "all-to-all barrier %.2f us%s\n",
+         copy_bw / 1e9, B.cuda ? "cudaMemcpyAsync device-to-device" : "memcpy", B.world,
+         copy_bw * 2 * B.world / 1e12, barrier_us,
          B.cuda ? " (flag barrier kernel, graph replay)" : " (purlin all_to_all of 0 bytes)");
   if (B.cuda)
     printf("# Beside it: the same barrier with 4 KiB kernel arguments %.2f us; purlin's zero-byte "
