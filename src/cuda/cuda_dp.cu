@@ -486,14 +486,16 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   pl_cuda_state_t ps;
   if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
       cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess && ps.prof_calls) {
-    double n = (double)ps.prof_calls, ng = ps.prof_gaps ? (double)ps.prof_gaps : 1.0;
+    double n = (double)ps.prof_calls, t = 0;
+    for (int i = 0; i < PL_PROF_N; i++) t += (double)ps.prof_sum[i];
     fprintf(stderr,
-            "purlin profile: rank %d/%d: %llu calls, mean us per call: launch gap %.2f (over the "
-            "%llu calls that followed the previous within 100 us), prologue %.2f, notify %.2f, "
-            "agree %.2f, consume %.2f, epilogue %.2f\n",
-            comm->rank, comm->world, (unsigned long long)ps.prof_calls, ps.prof_sum[0] / ng / 1e3,
-            (unsigned long long)ps.prof_gaps, ps.prof_sum[1] / n / 1e3, ps.prof_sum[2] / n / 1e3,
-            ps.prof_sum[3] / n / 1e3, ps.prof_sum[4] / n / 1e3, ps.prof_sum[5] / n / 1e3);
+            "purlin profile: rank %d/%d: %llu of %llu calls back to back (within 100 us of the "
+            "previous), mean us per call: launch gap %.2f, prologue %.2f, notify %.2f, agree %.2f, "
+            "consume %.2f, epilogue %.2f; period %.2f\n",
+            comm->rank, comm->world, (unsigned long long)ps.prof_calls,
+            (unsigned long long)ps.prof_seen, ps.prof_sum[0] / n / 1e3, ps.prof_sum[1] / n / 1e3,
+            ps.prof_sum[2] / n / 1e3, ps.prof_sum[3] / n / 1e3, ps.prof_sum[4] / n / 1e3,
+            ps.prof_sum[5] / n / 1e3, t / n / 1e3);
   }
   (void)cudaGetLastError();
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)

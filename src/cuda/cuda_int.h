@@ -36,11 +36,11 @@ typedef struct {
   /* PURLIN_PROFILE=1: main lane 0's thread 0 stamps %globaltimer at the phase boundaries of every
    * call and adds the deltas here (docs/tuning.md); printed at destroy */
   uint64_t prof_last_exit;        /* end of the previous call */
-  uint64_t prof_calls;
-  uint64_t prof_sum[PL_PROF_N];   /* ns per phase, summed over calls (phase 0: over prof_gaps) */
-  uint64_t prof_gaps;             /* calls that started within PL_PROF_GAP_NS of the previous one's
-                                     end: back to back in a graph or stream, not after the host's
-                                     pauses, which would swamp the mean */
+  uint64_t prof_calls;             /* calls that started within PL_PROF_GAP_NS of the previous one's
+                                     end: back to back in a graph or stream; the host's pauses,
+                                     and the waits for late peers after them, would swamp the mean */
+  uint64_t prof_sum[PL_PROF_N];   /* ns: the gap and the phases, summed over those calls */
+  uint64_t prof_seen;             /* every call that succeeded */
 } pl_cuda_state_t;
 #define PL_PROF_GAP_NS 100000ull
 

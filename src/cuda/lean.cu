@@ -23,22 +23,40 @@
 
 int pl_lean_takes(const pl_snac_t *x) {
   const pl_call_t *c = &x->c;
-  if (c->counts_dev || pl_coll_is_v(c->coll)) return 0;
+  const int w = c->world, r = c->rank;
+  const uint64_t lat = x->plan.lat_max, es = c->esize;
+  if (c->counts_dev) return 0;
   switch (c->coll) {
   case PL_COLL_ALL_REDUCE: return x->plan.ar_oneshot || x->plan.ar_twoshot;
   case PL_COLL_REDUCE_SCATTER:
   case PL_COLL_ALL_GATHER:
-  case PL_COLL_ALL_TO_ALL: return c->count * c->esize <= x->plan.lat_max;
+  case PL_COLL_ALL_TO_ALL: return c->count * es <= lat;
+  case PL_COLL_ALL_GATHER_V:
+  case PL_COLL_REDUCE_SCATTER_V: /* every rank's block or shard, known to every rank */
+    for (int d = 0; d < w; d++)
+      if (c->rcounts[d] * es > lat) return 0;
+    return 1;
+  case PL_COLL_ALL_TO_ALL_V:
+    /* my blocks only: a peer with a staged block elsewhere runs SNAC's kernel, which exchanges
+     * packet blocks with this one in the same wire format (docs/gpu.md, "The lean packet kernel") */
+    for (int d = 0; d < w; d++)
+      if (d != r && (c->scounts[d] * es > lat || c->rcounts[d] * es > lat)) return 0;
+    return 1;
   default: return 0;
   }
 }
 
 uint64_t pl_lean_recv_packets(const pl_snac_t *x) {
   const pl_call_t *c = &x->c;
-  uint64_t peers = c->world > 1 ? (uint64_t)c->world - 1 : 0, b = c->count * c->esize;
-  if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_twoshot)
-    b = 2 * pl_shard_bytes(c, 0); /* shard 0 is the largest; two shots */
-  return peers * ((b + 7) / 8);
+  const int w = c->world, r = c->rank;
+  if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_twoshot) /* shard 0 is the largest; two shots */
+    return (uint64_t)(w - 1) * ((2 * pl_shard_bytes(c, 0) + 7) / 8);
+  if (c->coll == PL_COLL_ALL_REDUCE) return (uint64_t)(w - 1) * ((c->count * c->esize + 7) / 8);
+  if (pl_coll_is_reduce(c->coll)) return (uint64_t)(w - 1) * ((pl_shard_bytes(c, r) + 7) / 8);
+  uint64_t n = 0;
+  for (int s = 0; s < w; s++)
+    if (s != r) n += (pl_gather_bytes_recv(c, s) + 7) / 8;
+  return n;
 }
 
 /* ---- element math in registers --------------------------------------------------------------- */
@@ -108,8 +126,8 @@ typedef struct {
   uint64_t ib[PL_MAX_WORLD];       /* its bytes */
   uint32_t op0[PL_MAX_WORLD], ip0[PL_MAX_WORLD]; /* this CTA's part of those blocks, in packets: */
   uint32_t on[PL_MAX_WORLD], in[PL_MAX_WORLD];   /* [op0, op0 + on) and [ip0, ip0 + in) */
-  uint64_t h0[PL_MAX_WORLD], cnt[PL_MAX_WORLD]; /* header words 0 and 1 of every rank */
   unsigned omax, imax;             /* the most packets of any peer's part of this CTA */
+  pl_call_t c;                     /* the call, its V counts' pointers into the arguments */
   uint64_t epoch;
   pl_snac_t x;                     /* the failure path only: the call, for pl_dev_report_x */
   volatile int stop;               /* a wait failed or the headers disagree: data waits stop */
@@ -305,30 +323,101 @@ PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, u
   }
 }
 
-/* The mismatch verdict from every rank's header words 0 and 1 (every rank holds the same, so
- * every rank reports the same): pl_snac_hdr_check's order and names. Thread 0. */
-PL_DEV void pl_lean_verdict(pl_lean_sh_t *sh, int w) {
-  pl_mismatch_t *m = &sh->x.mismatch;
-  for (int s = 0; s < w; s++) {
-    uint64_t a0 = sh->h0[0], b0 = sh->h0[s];
-    if ((b0 & 0xffff) != PL_HDR_TAG) {
-      *m = {"header", -1, 0, s, a0, b0};
-      return;
+PL_DEV void pl_lean_mis(pl_lean_sh_t *sh) {
+  atomicExch(&sh->mis, 1);
+  atomicExch((int *)&sh->stop, 1); /* the data waits stop: a peer that disagrees may not send */
+}
+
+/* Peer s's header says it reads some peer's buffers directly (zero copy: a SNAC-kernel rank in an
+ * AllToAllV whose other blocks are staged): it returns only after every peer's `done` in every
+ * lane (pl_snac_zc_exit). This rank reads no peer's buffers: done at once. */
+static __device__ __noinline__ void pl_lean_zc_done(const pl_snac_t *X, pl_lean_sh_t *sh, int s,
+                                                    int r, uint64_t f1) {
+  pl_ctrl_t *ctl = (pl_ctrl_t *)sh->ws[s];
+  for (int l = 0; l < X->plan.lanes; l++) pl_st_release_sys(&ctl->peer[l][r].done, f1);
+}
+
+/* Word q of my own header (what I pushed; q >= 1). */
+PL_DEV uint64_t pl_lean_hown(const pl_call_t *c, int q) {
+  return q == 1 ? c->count : q >= PL_HDR_FIXED ? pl_hdr_vword(c, q - PL_HDR_FIXED) : 0;
+}
+
+/* The V counts of every rank's header, every thread a share of the pairs, as pl_snac_hdr_check
+ * (which words, which pairs; the verdict's text comes from that function on the failure path):
+ * AGV, RSV: every rank's recvcounts equal mine, AGV: rank s's sendcount is recvcounts[s];
+ * A2AV: what s sends d is what d receives from s, for every pair (not only mine: every rank must
+ * reach the same verdict). Both words of a pair are loaded before either is awaited. */
+static __device__ __noinline__ void pl_lean_vcheck(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
+                                                   int r, uint64_t par, uint64_t f1,
+                                                   pl_wait_t wt) {
+  const pl_call_t *c = &sh->c;
+  const int a2av = c->coll == PL_COLL_ALL_TO_ALL_V;
+  const uint32_t uw = (uint32_t)w, n = uw * uw + (c->coll == PL_COLL_ALL_GATHER_V ? uw : 0);
+  for (uint32_t k = threadIdx.x; k < n && !sh->stop; k += blockDim.x) {
+    /* word qa of rank s's header against word qb of rank sb's (a2av) or against b */
+    int s, qa, sb = -1, qb = 0;
+    uint64_t a, b = 0, fa = 0, fb = 0;
+    if (k < uw * uw) {
+      s = (int)(k / uw);
+      int i = (int)(k - (uint32_t)s * uw);
+      qa = PL_HDR_FIXED + i;
+      if (a2av) sb = i, qb = PL_HDR_FIXED + 2 * w + s;
+      else b = c->rcounts[i];
+    } else {
+      s = (int)(k - uw * uw);
+      qa = 1;
+      b = c->rcounts[s];
     }
-    for (int f = 0; f < 4; f++) {
-      uint64_t a = a0 >> (16 + 8 * f) & 0xff, b = b0 >> (16 + 8 * f) & 0xff;
-      if (a != b) {
-        *m = {pl_snac_field_name(f), -1, 0, s, a, b};
-        return;
+    const pl_pkt_t *pa = s != r ? PL_LEAN_WIN(sh, r, s) + qa : NULL;
+    const pl_pkt_t *pb = sb >= 0 && sb != r ? PL_LEAN_WIN(sh, r, sb) + qb : NULL;
+    if (pa) pl_ld_pkt(pa, &a, &fa);
+    else a = pl_lean_hown(c, qa);
+    if (pb) pl_ld_pkt(pb, &b, &fb);
+    else if (sb >= 0) b = pl_lean_hown(c, qb);
+    pl_lean_got_t g;
+    if (pa && !pl_ready(fa, f1, PL_READY_EPOCH)) {
+      g = pl_lean_wait(pa, f1, wt);
+      if (g.st) return pl_lean_fail(sh, g.st, s, "the call's header");
+      a = g.data;
+    }
+    if (pb && !pl_ready(fb, f1, PL_READY_EPOCH)) {
+      g = pl_lean_wait(pb, f1, wt);
+      if (g.st) return pl_lean_fail(sh, g.st, sb, "the call's header");
+      b = g.data;
+    }
+    if (a != b) pl_lean_mis(sh);
+  }
+}
+
+/* CTA 0's thread 0, on MISMATCH: every rank's whole header (mine as I pushed it: no zero copy)
+ * into the arguments' header buffer (lane 0's slot), then SNAC's own check names the field, so
+ * every rank of either kernel reports the same verdict. Returns MISMATCH, or why a header did not
+ * come. */
+static __device__ __noinline__ int pl_lean_verdict(const pl_cuda_args_t *args, pl_lean_sh_t *sh,
+                                                   uint64_t epoch) {
+  pl_snac_t *x = &sh->x;
+  const int w = x->c.world, r = x->c.rank;
+  const uint64_t hw = pl_hdr_words(w), par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
+  x->hdr = args->hdr;
+  x->zc_send = x->zc_recv = 0;
+  x->sym_send[0] = x->sym_send[1] = x->sym_recv[0] = x->sym_recv[1] = 0;
+  pl_snac_hdr_build(x, pl_snac_hdr(x, r));
+  pl_ctrl_t *me = (pl_ctrl_t *)x->ws[r];
+  pl_wait_t wt = {&me->abort, &me->err_epoch, epoch + 1, NULL, args->timeout_ns, 0,
+                  args->backoff_ns};
+  for (int s = 0; s < w; s++)
+    for (uint64_t q = 0; s != r && q < hw; q++) {
+      const pl_pkt_t *p = (const pl_pkt_t *)(x->ws[r] + x->geom.pkt_off +
+                                             (par * (uint64_t)w + (uint64_t)s) * x->geom.pkt_win);
+      int st = pl_wait_pkt(p + q, f1, PL_READY_EPOCH, &wt, &pl_snac_hdr(x, s)[q]);
+      if (st) {
+        sh->err_peer = st == PURLIN_ERR_TIMEOUT ? s : -1;
+        sh->err_what = "the call's header";
+        return st;
       }
     }
-  }
-  for (int s = 0; s < w; s++)
-    if (sh->cnt[s] != sh->cnt[0]) {
-      *m = {"count", -1, 0, s, sh->cnt[0], sh->cnt[s]};
-      return;
-    }
-  *m = {"header", -1, 0, 0, sh->h0[0], sh->h0[0]}; /* unreachable: some header differed */
+  if (!pl_snac_hdr_check(x)) pl_snac_mis(x, "header", -1, 0, 0, 0, 0); /* not reached */
+  return PURLIN_ERR_MISMATCH;
 }
 
 /* Thread 0 of a failed CTA: the call as pl_dev_report_x reads it, the verdict, the report. */
@@ -339,12 +428,16 @@ static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, p
   for (unsigned i = 0; i < sizeof(pl_snac_t) / 8; i++) d[i] = s[i];
   sh->x.epoch = epoch;
   sh->x.lane = (int)blockIdx.x;
-  if (st == PURLIN_ERR_MISMATCH) pl_lean_verdict(sh, args->x.c.world);
+  if (pl_coll_is_v(sh->x.c.coll)) sh->x.c = sh->c; /* the V counts' pointers set */
+  /* every CTA stops; CTA 0 (lane 0) records the verdict */
+  if (st == PURLIN_ERR_MISMATCH && blockIdx.x == 0) st = pl_lean_verdict(args, sh, epoch);
   pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
-/* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for the gathers (AllGather, AllToAll). */
-template <int DT>
+/* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers (AllGather(V),
+ * AllToAll(V)); V: a V collective (its counts from the arguments' copies, every header word, the
+ * V checks), compiled out of the others. */
+template <int DT, int V>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_lean_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
@@ -352,7 +445,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const int prof = args.prof && blockIdx.x == 0 && threadIdx.x == 0; /* PURLIN_PROFILE */
   if (prof) prof_t[0] = pl_globaltimer();
   const pl_snac_t *X = &args.x;
-  const pl_call_t *c = &X->c;
+  const pl_call_t *c = V ? &sh.c : &X->c;
   const int w = c->world, r = c->rank, coll = c->coll, tid = threadIdx.x;
   const int ar = coll == PL_COLL_ALL_REDUCE, two = ar && X->plan.ar_twoshot;
   const uint64_t hw = pl_hdr_words(w), nt = blockDim.x;
@@ -365,6 +458,13 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     sh.err_what = NULL;
     sh.mis = 0;
     sh.omax = sh.imax = 0;
+    if (V) { /* the host's copies, in the arguments (their pointers there are NULL) */
+      sh.c = X->c;
+      sh.c.scounts = args.v[0];
+      sh.c.sdispls = args.v[1];
+      sh.c.rcounts = args.v[2];
+      sh.c.rdispls = args.v[3];
+    }
   }
   if (tid == (nt > 32 ? 32 : 0))
     sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
@@ -413,7 +513,11 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
         int d = r + 1 + (int)j;
         d = d >= w ? d - w : d;
-        uint64_t v = q == 0 ? myh0 : q == 1 ? c->count : q == 6 ? (uint64_t)w : 0;
+        uint64_t v = q == 0   ? myh0
+                     : q == 1 ? c->count
+                     : q == 6 ? (uint64_t)w
+                     : q >= PL_HDR_FIXED && V ? pl_hdr_vword(c, (int)q - PL_HDR_FIXED)
+                                               : 0;
         pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
       }
     pl_lean_push(X, &sh, w, r, par, hw, f1);
@@ -446,14 +550,12 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
           n = g.data;
         }
       }
-      sh.h0[tid] = a;
-      sh.cnt[tid] = n;
       if (st) pl_lean_fail(&sh, st, tid, "the call's header");
-      else if (((a ^ myh0) & 0xffffffffffffull) || n != c->count) {
-        atomicExch(&sh.mis, 1);
-        atomicExch((int *)&sh.stop, 1);
-      }
+      else if (((a ^ myh0) & 0xffffffffffffull) || (!V && n != c->count)) pl_lean_mis(&sh);
+      else if (V && blockIdx.x == 0 && tid != r && (a >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
+        pl_lean_zc_done(X, &sh, tid, r, f1);
     }
+    if (V) pl_lean_vcheck(X, &sh, w, r, par, f1, wh); /* the V counts, as SNAC's check */
     if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
     /* consume */
     if constexpr (DT < 0) {
@@ -491,12 +593,19 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
 cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads,
                                 cudaStream_t s) {
   int dt = pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1;
+  int v = pl_coll_is_v(args->x.c.coll);
   switch (dt) {
 #define PL_LEAN_CASE_(name, suffix, bytes)                                                         \
-  case PURLIN_##name: pl_lean_kernel<PURLIN_##name><<<grid, threads, 0, s>>>(*args); break;
+  case PURLIN_##name:                                                                              \
+    if (v) pl_lean_kernel<PURLIN_##name, 1><<<grid, threads, 0, s>>>(*args);                       \
+    else pl_lean_kernel<PURLIN_##name, 0><<<grid, threads, 0, s>>>(*args);                         \
+    break;
     PURLIN_DTYPE_MAP(PL_LEAN_CASE_)
 #undef PL_LEAN_CASE_
-  default: pl_lean_kernel<-1><<<grid, threads, 0, s>>>(*args); break;
+  default:
+    if (v) pl_lean_kernel<-1, 1><<<grid, threads, 0, s>>>(*args);
+    else pl_lean_kernel<-1, 0><<<grid, threads, 0, s>>>(*args);
+    break;
   }
   return cudaGetLastError();
 }

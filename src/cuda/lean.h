@@ -8,9 +8,12 @@
 /* Largest CTA of the lean kernel. */
 #define PL_LEAN_THREADS 256 /* __launch_bounds__: up to 255 registers (all polls in flight) */
 
-/* 1 when every block of the call travels as packets and the lean kernel can run it: a non-V
- * collective with host counts whose plan puts every block in the latency regime. A pure function
- * of the plan and the agreed arguments, so every rank decides the same. */
+/* 1 when every block of the call travels as packets and the lean kernel can run it: host counts,
+ * and a plan that puts every block in the latency regime. A pure function of the plan and the
+ * agreed arguments, so every rank decides the same, except in AllToAllV, where a rank decides from
+ * its own blocks: a rank with a staged block elsewhere runs SNAC's kernel, which exchanges packet
+ * blocks with this one in the same wire format (header with every V word, windows, flags, zero
+ * copy's `done` published to it). */
 int pl_lean_takes(const pl_snac_t *x);
 /* Packets this rank receives in the call (every source's, both shots of a two-shot AllReduce). */
 uint64_t pl_lean_recv_packets(const pl_snac_t *x);

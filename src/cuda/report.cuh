@@ -79,18 +79,19 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
 }
 
 /* PURLIN_PROFILE, thread 0 of the stamping CTA after a call that succeeded: t[0..4] are the
- * call's start and the ends of its prologue, notify, agree and consume; adds the phases and the
- * gap since the previous call's end (when under PL_PROF_GAP_NS) to the device state. */
+ * call's start and the ends of its prologue, notify, agree and consume. Only a call that started
+ * within PL_PROF_GAP_NS of the previous call's end counts (back to back, as in graph replay: an
+ * eager call after a host pause waits for its peers to arrive, which is not its cost): its gap
+ * since that end and its phases are added to the device state; every call counts in prof_seen. */
 static __device__ __noinline__ void pl_dev_prof_add(pl_cuda_state_t *ps, const uint64_t *t) {
   uint64_t end = pl_globaltimer(), prev = ps->prof_last_exit;
-  if (prev && t[0] > prev && t[0] - prev < PL_PROF_GAP_NS) {
-    ps->prof_sum[0] += t[0] - prev;
-    ps->prof_gaps++;
-  }
+  ps->prof_seen++;
+  ps->prof_last_exit = end;
+  if (!prev || t[0] <= prev || t[0] - prev >= PL_PROF_GAP_NS) return;
+  ps->prof_sum[0] += t[0] - prev;
   for (int i = 1; i < PL_PROF_N - 1; i++) ps->prof_sum[i] += t[i] - t[i - 1];
   ps->prof_sum[PL_PROF_N - 1] += end - t[PL_PROF_N - 2];
   ps->prof_calls++;
-  ps->prof_last_exit = end;
 }
 
 #endif

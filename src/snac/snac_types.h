@@ -125,6 +125,19 @@ PL_HD uint64_t pl_hdr_word0(const pl_call_t *c, uint64_t flags) {
          (uint64_t)c->mode << 40 | flags << 48;
 }
 
+/* Header word PL_HDR_FIXED + i, i in [0, 3 world): the V counts (AGV, RSV: recvcounts at [0, w);
+ * A2AV: sendcounts at [0, w), recvcounts at [2w, 3w); RSV, A2AV: sdispls at [w, 2w), read by zero
+ * copy), 0 elsewhere. Shared by both kernels' headers (the lean kernel pushes it word by word). */
+PL_HD uint64_t pl_hdr_vword(const pl_call_t *c, int i) {
+  int w = c->world, k = i / w, d = i - k * w;
+  switch (c->coll) {
+  case PL_COLL_ALL_GATHER_V: return k == 0 ? c->rcounts[d] : 0;
+  case PL_COLL_REDUCE_SCATTER_V: return k == 0 ? c->rcounts[d] : k == 1 ? c->sdispls[d] : 0;
+  case PL_COLL_ALL_TO_ALL_V: return k == 0 ? c->scounts[d] : k == 1 ? c->sdispls[d] : c->rcounts[d];
+  default: return 0;
+  }
+}
+
 PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   const pl_call_t *c = &x->c;
   int w = c->world;
@@ -138,17 +151,7 @@ PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   h[5] = x->sym_recv[1];
   h[6] = (uint64_t)w;
   h[7] = 0;
-  for (int i = 0; i < 3 * w; i++) h[PL_HDR_FIXED + i] = 0;
-  for (int i = 0; i < w; i++) {
-    if (c->coll == PL_COLL_ALL_GATHER_V || c->coll == PL_COLL_REDUCE_SCATTER_V) {
-      h[PL_HDR_FIXED + i] = c->rcounts[i];
-    } else if (c->coll == PL_COLL_ALL_TO_ALL_V) {
-      h[PL_HDR_FIXED + i] = c->scounts[i];
-      h[PL_HDR_FIXED + 2 * w + i] = c->rcounts[i];
-    }
-    if (c->coll == PL_COLL_REDUCE_SCATTER_V || c->coll == PL_COLL_ALL_TO_ALL_V)
-      h[PL_HDR_FIXED + w + i] = c->sdispls[i];
-  }
+  for (int i = 0; i < 3 * w; i++) h[PL_HDR_FIXED + i] = pl_hdr_vword(c, i);
 }
 
 PL_HD int pl_snac_mis(pl_snac_t *x, const char *param, int index, int ra, uint64_t va, int rb,

@@ -52,6 +52,9 @@ typedef struct {
   size_t count;
   uint64_t key;
 } case_t;
+/* V cases added while it is set: the blocks between ranks 0 and 1 have this many elements, the
+ * others at most count (0: every block random in [0, 2 count]) */
+static size_t g_skew;
 
 static purlin_comm_t g_comm;
 static cudaStream_t g_stream;
@@ -150,8 +153,9 @@ typedef struct {
 
 static size_t vcount(const case_t *c, int a, int b) {
   uint64_t h = mix(c->key ^ 0x5151 ^ ((uint64_t)a << 20) ^ (uint64_t)b);
+  if (g_skew && a != b && a < 2 && b < 2) return g_skew;
   if (h % 5 == 0) return 0;
-  return (size_t)(h >> 8) % (2 * c->count + 1);
+  return (size_t)(h >> 8) % ((g_skew ? 1 : 2) * c->count + 1);
 }
 
 /* Displacements: prefix sums (vdispl 0, passed as NULL), or blocks in reverse rank order with a
@@ -289,9 +293,10 @@ static double tolerance(const case_t *c) {
 }
 
 static void describe(const case_t *c, char *buf, size_t len) {
-  snprintf(buf, len, "%s/%s/%s/%s/n=%zu/%s%s", k_coll[c->coll], purlin_dtype_name(c->dtype),
+  snprintf(buf, len, "%s/%s/%s/%s/n=%zu/%s%s%s", k_coll[c->coll], purlin_dtype_name(c->dtype),
            coll_reduces(c->coll) ? purlin_op_name(c->op) : "-", c->mode ? "det" : "nd", c->count,
-           k_buf[c->buf], coll_is_v(c->coll) ? (c->vdispl ? "/gapped" : "/null") : "");
+           k_buf[c->buf], coll_is_v(c->coll) ? (c->vdispl ? "/gapped" : "/null") : "",
+           g_skew ? "/skew01" : "");
 }
 
 static int compare(const case_t *c, const lay_t *L, const char *got, const char *exp,
@@ -511,6 +516,13 @@ static void matrix(int quick, int big) {
     for (int coll = 0; coll < C_COUNT; coll++)
       add(coll, more[k], k & 1 ? PURLIN_MAX : PURLIN_SUM, 1, 3001 + (size_t)k, (k + coll) % B_COUNT,
           k & 1);
+  /* AllToAllV whose only large blocks are between ranks 0 and 1 (800 KB: staged at the default
+   * tuning), every other block small: at world >= 3 ranks 0 and 1 run SNAC's kernel and the others
+   * the lean kernel in the same call (one wire format; zero copy among them on "mm" buffers).
+   * AGV and RSV with small counts run the lean kernel on every rank. */
+  g_skew = 400000;
+  for (int b = 0; b < B_COUNT; b++) add(C_A2AV, PURLIN_BF16, PURLIN_SUM, 0, 700, b, b & 1);
+  g_skew = 0;
   /* back-to-back without checking in between is covered by the graph test; here: large */
   if (big) {
     size_t n64 = ((size_t)64 << 20) / 4; /* 64 MiB of f32 per buffer */
@@ -818,6 +830,36 @@ static void devcounts_mismatch(void) {
 
 /* ---- faults ---------------------------------------------------------------------------------- */
 
+/* V counts that disagree (host counts, small blocks: the lean kernel on every rank): the last rank
+ * perturbs recvcounts[0]. Every rank must report MISMATCH naming SNAC's field for it, and the
+ * communicator stays usable. */
+static int vmismatch(int coll) {
+  size_t c[72], rc[72], n = 100;
+  for (int i = 0; i < g_world; i++) c[i] = rc[i] = n;
+  if (g_rank == g_world - 1) rc[0] = n + 1;
+  purlin_status_t st, ast = PURLIN_OK;
+  const char *want = coll == C_A2AV ? "sendcounts/recvcounts" : "recvcounts";
+  if (coll == C_AGV)
+    st = purlin_all_gather_v(g_dev[0], n, g_dev[1], rc, NULL, PURLIN_F32, g_comm, g_stream, NULL);
+  else if (coll == C_RSV)
+    st = purlin_reduce_scatter_v(g_dev[0], g_dev[1], rc, NULL, PURLIN_F32, PURLIN_SUM, g_comm,
+                                 g_stream, NULL);
+  else
+    st = purlin_all_to_all_v(g_dev[0], c, NULL, g_dev[1], rc, NULL, PURLIN_F32, g_comm, g_stream,
+                             NULL);
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_comm_get_async_error(g_comm, &ast);
+  const char *msg = purlin_comm_last_error(g_comm);
+  if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH || !strstr(msg, want)) {
+    fail_line("mismatch (%s counts): launch %s, async %s (expected OK, MISMATCH naming %s): %s",
+              k_coll[coll], purlin_status_name(st), purlin_status_name(ast), want, msg);
+    return 1;
+  }
+  if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", msg);
+  add(coll, PURLIN_F32, PURLIN_SUM, 1, 500, B_OUT_DD, 1);
+  return 0;
+}
+
 static int fault_mismatch(void) {
   size_t n = 1000 + (g_rank == g_world - 1 ? 1 : 0);
   purlin_status_t st = purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm,
@@ -856,6 +898,8 @@ static int fault_mismatch(void) {
   }
   add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 300000 / g_world, B_OUT_DD, 0);
   add(C_AGV, PURLIN_F32, PURLIN_SUM, 1, 5000, B_OUT_MM, 1);
+  for (int coll = C_AGV; coll <= C_A2AV; coll++)
+    if (!(g_no_a2av && coll == C_A2AV) && vmismatch(coll)) return 1;
   g_pass++;
   return 0;
 }
