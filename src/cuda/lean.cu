@@ -445,8 +445,8 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const int prof = args.prof && blockIdx.x == 0 && threadIdx.x == 0; /* PURLIN_PROFILE */
   if (prof) prof_t[0] = pl_globaltimer();
   const pl_snac_t *X = &args.x;
-  const pl_call_t *c = V ? &sh.c : &X->c;
-  const int w = c->world, r = c->rank, coll = c->coll, tid = threadIdx.x;
+  const pl_call_t *c = V ? &sh.c : &X->c; /* sh.c: set by thread 0 below, read after the barrier */
+  const int w = X->c.world, r = X->c.rank, coll = X->c.coll, tid = threadIdx.x;
   const int ar = coll == PL_COLL_ALL_REDUCE, two = ar && X->plan.ar_twoshot;
   const uint64_t hw = pl_hdr_words(w), nt = blockDim.x;
   /* prologue: the epoch and the abort word (two warps, overlapped), the per-peer numbers */
