@@ -127,7 +127,9 @@ typedef struct {
   uint32_t op0[PL_MAX_WORLD], ip0[PL_MAX_WORLD]; /* this CTA's part of those blocks, in packets: */
   uint32_t on[PL_MAX_WORLD], in[PL_MAX_WORLD];   /* [op0, op0 + on) and [ip0, ip0 + in) */
   unsigned omax, imax;             /* the most packets of any peer's part of this CTA */
-  pl_call_t c;                     /* the call, its V counts' pointers into the arguments */
+  pl_call_t c;                     /* V: the call, its count pointers into v */
+  uint64_t v[4][PL_MAX_WORLD];     /* V: scounts, sdispls, rcounts, rdispls (the arguments' copies:
+                                      generic loads from the parameter space cost ~0.5 us each) */
   uint64_t epoch;
   pl_snac_t x;                     /* the failure path only: the call, for pl_dev_report_x */
   volatile int stop;               /* a wait failed or the headers disagree: data waits stop */
@@ -458,14 +460,16 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     sh.err_what = NULL;
     sh.mis = 0;
     sh.omax = sh.imax = 0;
-    if (V) { /* the host's copies, in the arguments (their pointers there are NULL) */
+    if (V) { /* the host's copies are in the arguments (x.c's pointers there are NULL) */
       sh.c = X->c;
-      sh.c.scounts = args.v[0];
-      sh.c.sdispls = args.v[1];
-      sh.c.rcounts = args.v[2];
-      sh.c.rdispls = args.v[3];
+      sh.c.scounts = sh.v[0];
+      sh.c.sdispls = sh.v[1];
+      sh.c.rcounts = sh.v[2];
+      sh.c.rdispls = sh.v[3];
     }
   }
+  if (V && tid < w)
+    for (int k = 0; k < 4; k++) sh.v[k][tid] = args.v[k][tid];
   if (tid == (nt > 32 ? 32 : 0))
     sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   __syncthreads();
