@@ -23,7 +23,7 @@
   X(POLL_BACKOFF_NS, INT, "-1", "CUDA: ns of sleep between packet polls (0: spin); -1: table")     \
   X(THREADS, INT, "0", "CUDA threads per CTA for every call (32..512); 0: tuning table")         \
   X(LANES, INT, "0", "lanes per role; 0: tuning table")                                          \
-  X(LEAN, INT, "-1", "CUDA: packet-only calls run the lean packet kernel (1) or SNAC's (0); -1: table") \
+  X(LEAN, INT, "-1", "CUDA: packet-only calls run the lean packet kernel (1; 2: not the V collectives) or SNAC's (0); -1: table") \
   X(LEAN_PKTS, INT, "0", "CUDA lean kernel: packets per thread before adding a CTA; 0: table")   \
   X(LEAN_CTAS, INT, "0", "CUDA lean kernel: most CTAs per call; 0: table")                       \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \

@@ -47,7 +47,8 @@ typedef struct {
   uint64_t lane_bytes;  /* a call of B agreed bytes runs ceil(B / lane_bytes) lanes, at most
                            lanes (0: always lanes); V collectives always run lanes */
   uint64_t backoff_ns;  /* CUDA: sleep between packet polls (local) */
-  uint64_t lean;        /* CUDA: calls that move only packets run the lean packet kernel (lean.cu) */
+  uint64_t lean;        /* CUDA: calls that move only packets run the lean packet kernel (lean.cu);
+                           2: except the V collectives */
   uint64_t lean_pkts;   /* CUDA lean kernel: received packets per thread before adding a CTA */
   uint64_t lean_ctas;   /* CUDA lean kernel: most CTAs of a call */
 } pl_tune_t;

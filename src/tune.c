@@ -61,7 +61,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   if ((v = pl_param_int(PL_PARAM_STAGING_BYTES)) > 0) t->staging_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LANE_BYTES)) > 0) t->lane_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_POLL_BACKOFF_NS)) >= 0) t->backoff_ns = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_LEAN)) >= 0) t->lean = v != 0;
+  if ((v = pl_param_int(PL_PARAM_LEAN)) >= 0) t->lean = v == 2 ? 2 : v != 0;
   if ((v = pl_param_int(PL_PARAM_LEAN_PKTS)) > 0) t->lean_pkts = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LEAN_CTAS)) > 0) t->lean_ctas = v > 1024 ? 1024 : (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */

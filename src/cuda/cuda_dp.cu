@@ -869,7 +869,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   int threads = (int)(stages ? comm->tune.threads : comm->tune.lat_threads);
   /* Calls that move only packets run the lean packet kernel (lean.cu): one CTA per
    * threads * lean_pkts received packets, at most lean_ctas */
-  int lean = comm->tune.lean && pl_lean_takes(x);
+  int lean = comm->tune.lean && !(comm->tune.lean == 2 && pl_coll_is_v(call->coll)) &&
+             pl_lean_takes(x);
   if (lean) {
     threads = threads > PL_LEAN_THREADS ? PL_LEAN_THREADS : threads;
     uint64_t per = (uint64_t)threads * (comm->tune.lean_pkts ? comm->tune.lean_pkts : 4);
