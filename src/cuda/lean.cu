@@ -339,54 +339,49 @@ static __device__ __noinline__ void pl_lean_zc_done(const pl_snac_t *X, pl_lean_
   for (int l = 0; l < X->plan.lanes; l++) pl_st_release_sys(&ctl->peer[l][r].done, f1);
 }
 
-/* Word q of my own header (what I pushed; q >= 1). */
-PL_DEV uint64_t pl_lean_hown(const pl_call_t *c, int q) {
-  return q == 1 ? c->count : q >= PL_HDR_FIXED ? pl_hdr_vword(c, q - PL_HDR_FIXED) : 0;
+/* Word q of rank s's header (mine: what I pushed), awaited in my window; 0 after a failure (then
+ * recorded in *st, and the caller stops). */
+PL_DEV uint64_t pl_lean_hword(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
+                              int s, int q, uint64_t f1, const pl_wait_t &wt, int *st) {
+  if (s == r)
+    return q == 1 ? sh->c.count : q >= PL_HDR_FIXED ? pl_hdr_vword(&sh->c, q - PL_HDR_FIXED) : 0;
+  const pl_pkt_t *p = PL_LEAN_WIN(sh, r, s) + q;
+  uint64_t v, f;
+  pl_ld_pkt(p, &v, &f);
+  if (pl_ready(f, f1, PL_READY_EPOCH)) return v;
+  pl_lean_got_t g = pl_lean_wait(p, f1, wt);
+  if (g.st) {
+    *st = g.st;
+    pl_lean_fail(sh, g.st, s, "the call's header");
+  }
+  return g.data;
 }
 
 /* The V counts of every rank's header, every thread a share of the pairs, as pl_snac_hdr_check
  * (which words, which pairs; the verdict's text comes from that function on the failure path):
  * AGV, RSV: every rank's recvcounts equal mine, AGV: rank s's sendcount is recvcounts[s];
  * A2AV: what s sends d is what d receives from s, for every pair (not only mine: every rank must
- * reach the same verdict). Both words of a pair are loaded before either is awaited. */
+ * reach the same verdict). */
 static __device__ __noinline__ void pl_lean_vcheck(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
                                                    int r, uint64_t par, uint64_t f1,
                                                    pl_wait_t wt) {
-  const pl_call_t *c = &sh->c;
-  const int a2av = c->coll == PL_COLL_ALL_TO_ALL_V;
-  const uint32_t uw = (uint32_t)w, n = uw * uw + (c->coll == PL_COLL_ALL_GATHER_V ? uw : 0);
+  const int coll = sh->c.coll, a2av = coll == PL_COLL_ALL_TO_ALL_V;
+  const uint32_t uw = (uint32_t)w, n = uw * uw + (coll == PL_COLL_ALL_GATHER_V ? uw : 0);
   for (uint32_t k = threadIdx.x; k < n && !sh->stop; k += blockDim.x) {
-    /* word qa of rank s's header against word qb of rank sb's (a2av) or against b */
-    int s, qa, sb = -1, qb = 0;
-    uint64_t a, b = 0, fa = 0, fb = 0;
+    int st = 0, s, i;
+    uint64_t a, b;
     if (k < uw * uw) {
       s = (int)(k / uw);
-      int i = (int)(k - (uint32_t)s * uw);
-      qa = PL_HDR_FIXED + i;
-      if (a2av) sb = i, qb = PL_HDR_FIXED + 2 * w + s;
-      else b = c->rcounts[i];
+      i = (int)(k - (uint32_t)s * uw);
+      a = pl_lean_hword(X, sh, w, r, par, s, PL_HDR_FIXED + i, f1, wt, &st);
+      b = a2av ? pl_lean_hword(X, sh, w, r, par, i, PL_HDR_FIXED + 2 * w + s, f1, wt, &st)
+               : sh->c.rcounts[i];
     } else {
       s = (int)(k - uw * uw);
-      qa = 1;
-      b = c->rcounts[s];
+      a = pl_lean_hword(X, sh, w, r, par, s, 1, f1, wt, &st);
+      b = sh->c.rcounts[s];
     }
-    const pl_pkt_t *pa = s != r ? PL_LEAN_WIN(sh, r, s) + qa : NULL;
-    const pl_pkt_t *pb = sb >= 0 && sb != r ? PL_LEAN_WIN(sh, r, sb) + qb : NULL;
-    if (pa) pl_ld_pkt(pa, &a, &fa);
-    else a = pl_lean_hown(c, qa);
-    if (pb) pl_ld_pkt(pb, &b, &fb);
-    else if (sb >= 0) b = pl_lean_hown(c, qb);
-    pl_lean_got_t g;
-    if (pa && !pl_ready(fa, f1, PL_READY_EPOCH)) {
-      g = pl_lean_wait(pa, f1, wt);
-      if (g.st) return pl_lean_fail(sh, g.st, s, "the call's header");
-      a = g.data;
-    }
-    if (pb && !pl_ready(fb, f1, PL_READY_EPOCH)) {
-      g = pl_lean_wait(pb, f1, wt);
-      if (g.st) return pl_lean_fail(sh, g.st, sb, "the call's header");
-      b = g.data;
-    }
+    if (st) return;
     if (a != b) pl_lean_mis(sh);
   }
 }
