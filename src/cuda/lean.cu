@@ -520,10 +520,11 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
       }
     pl_lean_push(X, &sh, w, r, par, hw, f1);
-    if (!pl_coll_is_reduce(coll)) { /* my own block, this CTA's part */
-      uint64_t p0, p1;
-      pl_lean_part(sh.ob[r], &p0, &p1);
-      uint64_t lo = 8 * p0, hi = 8 * p1 < sh.ob[r] ? 8 * p1 : sh.ob[r];
+    if (!pl_coll_is_reduce(coll)) { /* my own block, this CTA's part (never past my recv block:
+                                       pl_snac_self) */
+      uint64_t p0, p1, b = sh.ob[r] < sh.ib[r] ? sh.ob[r] : sh.ib[r];
+      pl_lean_part(b, &p0, &p1);
+      uint64_t lo = 8 * p0, hi = 8 * p1 < b ? 8 * p1 : b;
       if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
     }
     __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */

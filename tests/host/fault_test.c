@@ -322,11 +322,12 @@ enum {
   M_AGV,
   M_RSV,
   M_A2AV,
+  M_A2AV_SELF,
   M_MEM,
   M_KINDS
 };
-static const char *const k_mkind[M_KINDS] = {"coll", "coll2", "count", "count0", "dtype", "op",
-                                             "mode", "agv",   "rsv",   "a2av",   "mem"};
+static const char *const k_mkind[M_KINDS] = {"coll", "coll2", "count", "count0",    "dtype", "op",
+                                             "mode", "agv",   "rsv",   "a2av", "a2av_self", "mem"};
 
 /* One disagreement; every rank must return MISMATCH with a text that names the parameter (one of
  * `words`) and, when given, both values. */
@@ -343,7 +344,7 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
   char b1[32], b2[32];
   for (int p = 0; p < n; p++)
     cnt[p] = cnt2[p] = 5 + (size_t)p;
-  if (kind == M_A2AV) /* what r sends to p: 5 + r + p, so sendcounts == peers' recvcounts */
+  if (kind == M_A2AV || kind == M_A2AV_SELF) /* r sends p 5 + r + p: sendcounts == peers' recvcounts */
     for (int p = 0; p < n; p++)
       cnt[p] = cnt2[p] = 5 + (size_t)me + (size_t)p;
   double t0 = now_ms();
@@ -411,6 +412,20 @@ static void one_mismatch(purlin_comm_t comm, int kind, int odd) {
       cnt[(odd + 1) % n] += 1;
     st = purlin_all_to_all_v(s, cnt, NULL, r, cnt2, NULL, PURLIN_F64, comm, NULL, NULL);
     break;
+  case M_A2AV_SELF: { /* the odd rank sends itself one element more than it receives from itself:
+                        MISMATCH, and its own block must not spill past its recvcount (the copy to
+                        itself happens before the headers are checked) */
+    words[0] = "count";
+    size_t off = 0;
+    for (int p = 0; p < me; p++) off += cnt2[p];
+    if (is_odd) cnt[me] += 1;
+    for (size_t i = 0; i < big; i++) s[i] = 1.0;
+    st = purlin_all_to_all_v(s, cnt, NULL, r, cnt2, NULL, PURLIN_F64, comm, NULL, NULL);
+    if (r[off + cnt2[me]] != 0.0)
+      failf("a2av_self: rank %d wrote past its own block (element %zu of recv)", me,
+            off + cnt2[me]);
+    break;
+  }
   case M_MEM: {
     words[0] = "byte";
     words[1] = "size";
