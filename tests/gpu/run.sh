@@ -5,7 +5,8 @@
 #
 # Ranks run as processes under purlinrun; with fewer GPUs than ranks they share GPUs under MPS,
 # which this script starts (pipe and log directories under /tmp) and stops on exit. NVLink
-# multicast stays off. Logs go to $OUT (if set) or build-gpu-run/logs. Environment:
+# multicast stays off. Logs go to build-gpu-run/logs; with $OUT set (the device tool), they end up
+# in one tarball $OUT/run-logs.tar.gz beside $OUT/summary.txt (the tool returns few files). Environment:
 #   BUILD=dir         build directory (default build-gpu-run)
 #   ARCH=90           CMAKE_CUDA_ARCHITECTURES (default: 90)
 #   WORLDS="2 3 4 8"  world sizes of the correctness runs
@@ -14,13 +15,14 @@
 #   SANITIZE=1        also compute-sanitizer memcheck and racecheck on a few cases (world 2, no MPS)
 #   SANITIZE=only     only those (with SKIP_BUILD=1: a second call on a warm machine)
 #   SAN_LIMIT=300     seconds allowed to each sanitizer run
+#   LOGS_DIR=dir      where the logs go (default: $BUILD/logs, emptied first)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BUILD=${BUILD:-$ROOT/build-gpu-run}
 ARCH=${ARCH:-90}
 WORLDS=${WORLDS:-"2 3 4 8"}
-LOGS=${OUT:-$BUILD/logs}
+if [ -n "${LOGS_DIR:-}" ]; then LOGS=$LOGS_DIR; else LOGS=$BUILD/logs; rm -rf "$LOGS"; fi
 mkdir -p "$LOGS"
 T_START=$(date +%s)
 
@@ -167,4 +169,8 @@ fi
   for r in "${ROWS[@]}"; do echo "$r"; done
   echo "total $(($(date +%s) - T_START)) s"
 } | tee "$LOGS/summary.txt"
+if [ -n "${OUT:-}" ]; then
+  mps_stop
+  tar -C "$LOGS" -czf "$OUT/run-logs.tar.gz" . && cp "$LOGS/summary.txt" "$OUT/summary.txt"
+fi
 ! grep -qE 'FAIL|TIMEOUT' "$LOGS/summary.txt"
