@@ -184,9 +184,34 @@ static __device__ __noinline__ pl_lean_chk_t pl_lean_check(pl_wait_t wt, uint64_
 }
 /* Poll the packets of `pend` (a bit per slot u of q/dv/fv) until all carry `flag`: every round
  * reloads every pending packet at once, so packets that arrive together cost one round trip, not
- * one each. On failure: records it (peer: the first pending slot's source sv[u]) and returns from
+ * one each; with PURLIN_POLL_BACKOFF_NS a __nanosleep between rounds (off by default: finding 14's
+ * experiment). On failure: records it (peer: the first pending slot's source sv[u]) and returns from
  * the enclosing function. */
-#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what)                                    do {                                                                                                 uint32_t spins_ = 0;                                                                               uint64_t deadline_ = 0;                                                                            while (pend) {                                                                                       _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if ((pend) >> u_ & 1u)                            pl_ld_pkt((q)[u_], &(dv)[u_], &(fv)[u_]);                                                      _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (((pend) >> u_ & 1u) &&                                                                             pl_ready((fv)[u_], (flag),                                                                                  PL_READY_EPOCH))                      (pend) &= ~(1u << u_);                                                                         if ((pend) && (++spins_ & PL_SPIN_CHECK) == 0) {                                                     pl_lean_chk_t c_ = pl_lean_check(*(wt), deadline_);                                                deadline_ = c_.deadline;                                                                           if (c_.st) {                                                                                         int peer_ = -1;                                                                                    _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (peer_ < 0 && ((pend) >> u_ & 1u))               peer_ = (sv)[u_];                                                                              pl_lean_fail((sh), c_.st, peer_, (what));                                                          return;                                                                                          }                                                                                                }                                                                                                }                                                                                                } while (0)
+#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what)                              \
+  do {                                                                                             \
+    uint32_t spins_ = 0;                                                                           \
+    uint64_t deadline_ = 0;                                                                        \
+    while (pend) {                                                                                 \
+      _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if ((pend) >> u_ & 1u)                   \
+          pl_ld_pkt((q)[u_], &(dv)[u_], &(fv)[u_]);                                                \
+      _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (((pend) >> u_ & 1u) &&               \
+                                                             pl_ready((fv)[u_], (flag),            \
+                                                                      PL_READY_EPOCH))             \
+          (pend) &= ~(1u << u_);                                                                   \
+      if ((pend) && (wt)->backoff) __nanosleep((wt)->backoff); /* PURLIN_POLL_BACKOFF_NS */        \
+      if ((pend) && (++spins_ & PL_SPIN_CHECK) == 0) {                                             \
+        pl_lean_chk_t c_ = pl_lean_check(*(wt), deadline_);                                        \
+        deadline_ = c_.deadline;                                                                   \
+        if (c_.st) {                                                                               \
+          int peer_ = -1;                                                                          \
+          _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (peer_ < 0 && ((pend) >> u_ & 1u)) \
+              peer_ = (sv)[u_];                                                                    \
+          pl_lean_fail((sh), c_.st, peer_, (what));                                                \
+          return;                                                                                  \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
 
 static __device__ __noinline__ uint64_t pl_lean_pack_slow(const char *src, uint64_t b,
                                                           uint64_t i) {
