@@ -47,9 +47,14 @@ def size_name(b):
 
 
 def write_table(runs, path):
-    """Markdown: one row per size, one column per collective (out of place)."""
+    """Markdown: one row per size, one column per collective (out of place); with --baseline nccl,
+    each cell's NCCL time / purlin time, and below the table that ratio's geometric mean per
+    collective over 1 KiB-512 KiB (latency) and 1 MiB-1 GiB (bandwidth): above 1, purlin is faster."""
+    import math
+
     cols = [d["collective"] for d in runs]
     cells = {}
+    ratios = {}  # collective -> [(bytes, nccl / purlin)]
     for d in runs:
         for r in d["rows"]:
             c = r.get("out_of_place")
@@ -60,6 +65,12 @@ def write_table(runs, path):
                 ("%.1f us" % t) if t < 1000 else ("%.2f ms" % (t / 1e3)), c["busbw_GBs"], c["x_floor"])
             if c.get("wrong", 0) not in (0, -1):
                 cell += ", %d wrong" % c["wrong"]
+            n = c.get("nccl_time_us")
+            if n and t > 0:
+                cell += ", vs NCCL %.2fx" % (n / t)
+                ratios.setdefault(d["collective"], []).append((r["bytes"], n / t))
+                if c.get("nccl_wrong", 0) not in (0, -1):
+                    cell += ", NCCL %d wrong" % c["nccl_wrong"]
             cells[(r["bytes"], d["collective"])] = cell
     sizes = sorted({b for b, _ in cells})
     with open(path, "w") as f:
@@ -67,6 +78,21 @@ def write_table(runs, path):
         f.write("|---" * (len(cols) + 1) + "|\n")
         for b in sizes:
             f.write("| %s | " % size_name(b) + " | ".join(cells.get((b, c), "") for c in cols) + " |\n")
+        if ratios:
+
+            def gmean(v):
+                return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+
+            f.write("\nNCCL time / purlin time, geometric mean (above 1: purlin faster)\n\n")
+            f.write("| collective | 1 KiB - 512 KiB | 1 MiB - 1 GiB | slowest size |\n|---|---|---|---|\n")
+            for c in cols:
+                v = ratios.get(c, [])
+                lat = [x for b, x in v if b <= 512 << 10]
+                bw = [x for b, x in v if b >= 1 << 20]
+                worst = min(v, key=lambda bx: bx[1]) if v else None
+                f.write("| %s | %.2fx | %.2fx | %s |\n" % (
+                    c, gmean(lat), gmean(bw),
+                    "%s: %.2fx" % (size_name(worst[0]), worst[1]) if worst else "-"))
     print("plot.py: wrote %s" % path)
 
 
