@@ -17,7 +17,7 @@
 #   SAN_LIMIT=300     seconds allowed to each sanitizer run
 #   LOGS_DIR=dir      where the logs go (default: $BUILD/logs, emptied first)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 BUILD=${BUILD:-$ROOT/build-gpu-run}
 ARCH=${ARCH:-90}
