@@ -828,8 +828,11 @@ int main(int argc, char **argv) {
     int it = O.iters > 20 ? O.iters : 20, rep = O.repeats > 5 ? O.repeats : 5;
     /* With PURLIN_PROFILE on the GPU, purlin's zero-byte all_to_all (~1000 calls) is not run, so
      * that the profile printed at exit covers the rows' calls only (it is not the floor there). */
+    /* read as the library reads it (an integer above 0), and agreed: every rank must make the same
+     * calls */
     const char *pe = getenv("PURLIN_PROFILE");
-    const int profiling = B.cuda && pe && *pe && strcmp(pe, "0") != 0;
+    int profiling = B.cuda && pe && strtol(pe, NULL, 0) > 0;
+    bench_allreduce_host(&profiling, 1, PURLIN_I32, PURLIN_MAX);
     /* GPU: always in graph replay (launch overhead is not the floor of a captured call) */
     if (!profiling) {
       bench_time(barrier_fn, NULL, it, rep, O.warmup > 5 ? O.warmup : 5, O.graph ? O.graph : 10,

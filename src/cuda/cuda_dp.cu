@@ -485,8 +485,8 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   dp->ce = NULL;
   pl_cuda_state_t ps;
   if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
-      cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess && ps.prof_calls) {
-    double n = (double)ps.prof_calls, t = 0;
+      cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess && ps.prof_seen) {
+    double n = ps.prof_calls ? (double)ps.prof_calls : 1.0, t = 0;
     for (int i = 0; i < PL_PROF_N; i++) t += (double)ps.prof_sum[i];
     fprintf(stderr,
             "purlin profile: rank %d/%d: %llu of %llu calls back to back (within 100 us of the "
@@ -868,13 +868,15 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * cost of a small call is mostly that control flow, per warp: docs/tuning.md) */
   int threads = (int)(stages ? comm->tune.threads : comm->tune.lat_threads);
   /* Calls that move only packets run the lean packet kernel (lean.cu): one CTA per
-   * threads * lean_pkts received packets, at most lean_ctas */
+   * threads * lean_pkts packets of work, at most lean_ctas; at least a thread per rank (threads
+   * 0..world-1 compute the per-peer numbers and take the headers) */
   int lean = comm->tune.lean && !(comm->tune.lean == 2 && pl_coll_is_v(call->coll)) &&
              pl_lean_takes(x);
   if (lean) {
     threads = threads > PL_LEAN_THREADS ? PL_LEAN_THREADS : threads;
+    if (threads < call->world) threads = (call->world + 31) / 32 * 32; /* <= 96 <= PL_LEAN_THREADS */
     uint64_t per = (uint64_t)threads * (comm->tune.lean_pkts ? comm->tune.lean_pkts : 4);
-    uint64_t want = (pl_lean_recv_packets(x) + per - 1) / per;
+    uint64_t want = (pl_lean_work_packets(x) + per - 1) / per;
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
     grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }

@@ -46,17 +46,25 @@ int pl_lean_takes(const pl_snac_t *x) {
   }
 }
 
-uint64_t pl_lean_recv_packets(const pl_snac_t *x) {
+uint64_t pl_lean_work_packets(const pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   const int w = c->world, r = c->rank;
   if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_twoshot) /* shard 0 is the largest; two shots */
     return (uint64_t)(w - 1) * ((2 * pl_shard_bytes(c, 0) + 7) / 8);
   if (c->coll == PL_COLL_ALL_REDUCE) return (uint64_t)(w - 1) * ((c->count * c->esize + 7) / 8);
-  if (pl_coll_is_reduce(c->coll)) return (uint64_t)(w - 1) * ((pl_shard_bytes(c, r) + 7) / 8);
-  uint64_t n = 0;
-  for (int s = 0; s < w; s++)
-    if (s != r) n += (pl_gather_bytes_recv(c, s) + 7) / 8;
-  return n;
+  uint64_t in = 0, out = 0, self = 0;
+  for (int d = 0; d < w; d++) {
+    if (d == r) continue;
+    if (pl_coll_is_reduce(c->coll)) {
+      in += (pl_shard_bytes(c, r) + 7) / 8;
+      out += (pl_shard_bytes(c, d) + 7) / 8;
+    } else {
+      in += (pl_gather_bytes_recv(c, d) + 7) / 8;
+      out += (pl_gather_bytes_send(c, d) + 7) / 8;
+    }
+  }
+  if (!pl_coll_is_reduce(c->coll)) self = pl_gather_bytes_recv(c, r) / 8; /* a copy, by words */
+  return in > out ? (in > self ? in : self) : (out > self ? out : self);
 }
 
 /* ---- element math in registers --------------------------------------------------------------- */

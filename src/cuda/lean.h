@@ -15,8 +15,10 @@
  * blocks with this one in the same wire format (header with every V word, windows, flags, zero
  * copy's `done` published to it). */
 int pl_lean_takes(const pl_snac_t *x);
-/* Packets this rank receives in the call (every source's, both shots of a two-shot AllReduce). */
-uint64_t pl_lean_recv_packets(const pl_snac_t *x);
+/* The call's work on this rank in packets, for the grid: the most of the packets it receives
+ * (every source's, both shots of a two-shot AllReduce), the packets it pushes, and its own block's
+ * 8-byte words (AllToAllV's may be of any size: it is a copy, not a packet block). */
+uint64_t pl_lean_work_packets(const pl_snac_t *x);
 /* Launch the lean kernel for args (grid CTAs of `threads`) on s. */
 cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
 
