@@ -13,6 +13,7 @@
 #   WORLDS="8 4" BUDGET=540 RUN_CAP=120 bash tools/gpu_bench.sh
 #   CHECK_ON=host ...   the host check instead (slow at 1 GiB: it reads back and regenerates all)
 #   VALIDATE=0 ...      skip the corrupt.* and xcheck.* runs
+#   ARGS="--mem purlin" ...  more bench options for the sweep's runs (here: purlin_mem_alloc buffers)
 # Each run is capped at RUN_CAP seconds and none starts with less than 15 s of BUDGET left.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +82,7 @@ W1=${WORLDS%% *}
       for size in small large; do
         range="-b 1K -e 64M -f 4"
         [ $size = large ] && range="-b 256M -e 1G -f 4"
-        run $t.w$w.$size "$w" $t $range -G 5 -n 10 -R 3 -w 2 -i 0 --check-on "$CHECK_ON"
+        run $t.w$w.$size "$w" $t $range -G 5 -n 10 -R 3 -w 2 -i 0 --check-on "$CHECK_ON" ${ARGS:-}
       done
     done
   done
