@@ -827,9 +827,9 @@ int main(int argc, char **argv) {
     double us[MAX_REPEATS];
     int it = O.iters > 20 ? O.iters : 20, rep = O.repeats > 5 ? O.repeats : 5;
     /* With PURLIN_PROFILE on the GPU, purlin's zero-byte all_to_all (~1000 calls) is not run, so
-     * that the profile printed at exit covers the rows' calls only (it is not the floor there). */
-    /* read as the library reads it (an integer above 0), and agreed: every rank must make the same
-     * calls */
+     * that the profile printed at exit covers the rows' calls (it is not the floor there). Read as
+     * the library reads it (an integer above 0) and agreed, since every rank must make the same
+     * calls. */
     const char *pe = getenv("PURLIN_PROFILE");
     int profiling = B.cuda && pe && strtol(pe, NULL, 0) > 0;
     bench_allreduce_host(&profiling, 1, PURLIN_I32, PURLIN_MAX);

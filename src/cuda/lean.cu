@@ -372,12 +372,23 @@ static __device__ __noinline__ void pl_lean_zc_done(const pl_snac_t *X, pl_lean_
   for (int l = 0; l < X->plan.lanes; l++) pl_st_release_sys(&ctl->peer[l][r].done, f1);
 }
 
-/* Word q of rank s's header (mine: what I pushed), awaited in my window; 0 after a failure (then
- * recorded in *st, and the caller stops). */
+/* Word q of my header as this kernel pushes it: SNAC's words 0 (h0), 1 (count), 6 (world) and, in
+ * a V collective, the counts (pl_hdr_vword); the zero-copy words stay 0 (this kernel never reads a
+ * peer's buffer). */
+template <int V>
+PL_DEV uint64_t pl_lean_hdr_word(const pl_call_t *c, uint64_t h0, int w, uint32_t q) {
+  return q == 0   ? h0
+         : q == 1 ? c->count
+         : q == 6 ? (uint64_t)w
+         : V && q >= PL_HDR_FIXED ? pl_hdr_vword(c, (int)q - PL_HDR_FIXED)
+                                  : 0;
+}
+
+/* Word q (>= 1) of rank s's header (mine: what I pushed), awaited in my window; 0 after a failure
+ * (then recorded in *st, and the caller stops). */
 PL_DEV uint64_t pl_lean_hword(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
                               int s, int q, uint64_t f1, const pl_wait_t &wt, int *st) {
-  if (s == r)
-    return q == 1 ? sh->c.count : q >= PL_HDR_FIXED ? pl_hdr_vword(&sh->c, q - PL_HDR_FIXED) : 0;
+  if (s == r) return pl_lean_hdr_word<1>(&sh->c, 0, w, (uint32_t)q);
   const pl_pkt_t *p = PL_LEAN_WIN(sh, r, s) + q;
   uint64_t v, f;
   pl_ld_pkt(p, &v, &f);
@@ -545,12 +556,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
         int d = r + 1 + (int)j;
         d = d >= w ? d - w : d;
-        uint64_t v = q == 0   ? myh0
-                     : q == 1 ? c->count
-                     : q == 6 ? (uint64_t)w
-                     : q >= PL_HDR_FIXED && V ? pl_hdr_vword(c, (int)q - PL_HDR_FIXED)
-                                               : 0;
-        pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
+        pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, pl_lean_hdr_word<V>(c, myh0, w, q), f1);
       }
     pl_lean_push(X, &sh, w, r, par, hw, f1);
     if (!pl_coll_is_reduce(coll)) { /* my own block, this CTA's part (never past my recv block:
