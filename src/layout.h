@@ -27,11 +27,13 @@ typedef struct {
 
 /* AllReduce shard of rank d: elements [shard_begin(d), shard_begin(d+1)). Shards are multiples of
  * 64 bytes so that chunk boundaries fall on element and vector boundaries. */
-PL_HD uint64_t pl_ar_shard_begin(uint64_t count, uint64_t esize, int world, int d) {
+PL_HD uint64_t pl_ar_shard_per(uint64_t count, uint64_t esize, int world) {
   uint64_t per = (count + (uint64_t)world - 1) / (uint64_t)world;
   uint64_t align = 64 / esize;
-  per = (per + align - 1) / align * align;
-  uint64_t b = per * (uint64_t)d;
+  return (per + align - 1) / align * align;
+}
+PL_HD uint64_t pl_ar_shard_begin(uint64_t count, uint64_t esize, int world, int d) {
+  uint64_t b = pl_ar_shard_per(count, esize, world) * (uint64_t)d;
   return b < count ? b : count;
 }
 

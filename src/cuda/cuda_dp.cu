@@ -491,11 +491,12 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
     fprintf(stderr,
             "purlin profile: rank %d/%d: %llu of %llu calls back to back (within 100 us of the "
             "previous), mean us per call: launch gap %.2f, prologue %.2f, notify %.2f, agree %.2f, "
-            "consume %.2f, epilogue %.2f; period %.2f\n",
+            "consume %.2f (lean kernel: thread 0's first packets after %.2f), epilogue %.2f; "
+            "period %.2f\n",
             comm->rank, comm->world, (unsigned long long)ps.prof_calls,
             (unsigned long long)ps.prof_seen, ps.prof_sum[0] / n / 1e3, ps.prof_sum[1] / n / 1e3,
             ps.prof_sum[2] / n / 1e3, ps.prof_sum[3] / n / 1e3, ps.prof_sum[4] / n / 1e3,
-            ps.prof_sum[5] / n / 1e3, t / n / 1e3);
+            ps.prof_data / n / 1e3, ps.prof_sum[5] / n / 1e3, t / n / 1e3);
   }
   (void)cudaGetLastError();
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
@@ -891,6 +892,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   args.prof = pl_param_int(PL_PARAM_PROFILE) > 0;
   args.backoff_ns = (uint32_t)comm->tune.backoff_ns;
+  args.ar_per = call->coll == PL_COLL_ALL_REDUCE
+                    ? pl_ar_shard_per(call->count, call->esize, call->world) : 0;
   pl_dev_enter(comm, &g);
   cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, (cudaStream_t)stream)
                        : dp->launch(&args, grid, threads, (cudaStream_t)stream);

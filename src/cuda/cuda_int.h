@@ -41,6 +41,8 @@ typedef struct {
                                      and the waits for late peers after them, would swamp the mean */
   uint64_t prof_sum[PL_PROF_N];   /* ns: the gap and the phases, summed over those calls */
   uint64_t prof_seen;             /* every call that succeeded */
+  uint64_t prof_data;             /* ns: the lean kernel's consume until thread 0's first packets
+                                     were all there (the rest of consume is work), summed */
 } pl_cuda_state_t;
 #define PL_PROF_GAP_NS 100000ull
 
@@ -76,6 +78,8 @@ typedef struct {
   uint64_t zc_avail;           /* device counts (x.c.counts_dev): send lies in the purlin_mem_alloc
                                   buffer x.sym_send with this many bytes from it; the kernel turns
                                   zero copy on when the extent it derives fits (0: no) */
+  uint64_t ar_per;             /* AllReduce: elements per shard (pl_ar_shard_per), so that the lean
+                                  kernel's prologue divides nothing */
 } pl_cuda_args_t;
 
 /* One launcher per atom (kernel_<atom>.cu). */

@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(PL_CUDA_THREADS, 1)
       args.state->exit_count = 0;
       *(volatile uint64_t *)&args.state->epoch = sh.x.epoch + 1;
     }
-    if (a.prof && !st) pl_dev_prof_add(args.state, prof_t);
+    if (a.prof && !st) pl_dev_prof_add(args.state, prof_t, 0);
   }
 }
 

@@ -149,7 +149,14 @@ typedef struct {
  * so that a CTA reads (in place) only what it pushed itself before its barrier. */
 PL_DEV void pl_lean_part(uint64_t b, uint64_t *p0, uint64_t *p1) {
   uint64_t lo, hi;
-  pl_part(b, blockIdx.x, gridDim.x, &lo, &hi);
+  if (b <= 0xffffffffu / gridDim.x) { /* every packet block: pl_part in 32 bits (a 64-bit
+                                          division is a ~100-instruction call; finding 15) */
+    uint32_t b32 = (uint32_t)b, l = blockIdx.x, L = gridDim.x;
+    lo = (b32 * l / L) & ~15u;
+    hi = l == L - 1 ? b32 : (b32 * (l + 1) / L) & ~15u;
+  } else {
+    pl_part(b, blockIdx.x, gridDim.x, &lo, &hi);
+  }
   *p0 = lo / 8;
   *p1 = hi > lo ? (hi + 7) / 8 : lo / 8;
 }
@@ -277,7 +284,8 @@ PL_DEV void pl_lean_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
  * [base ...) of its window here, PL_LEAN_RECV_UNROLL polls in flight per thread. */
 #define PL_LEAN_RECV_UNROLL 8
 PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
-                         uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what) {
+                         uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what,
+                         uint64_t *pdata) {
   uint32_t nmax = sh->imax, n = (uint32_t)(w - 1) * nmax, nt = blockDim.x;
   for (uint32_t k0 = threadIdx.x; k0 < n; k0 += PL_LEAN_RECV_UNROLL * nt) {
     uint64_t dv[PL_LEAN_RECV_UNROLL], fv[PL_LEAN_RECV_UNROLL], iv[PL_LEAN_RECV_UNROLL];
@@ -302,6 +310,10 @@ PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u] && !pl_ready(fv[u], flag, PL_READY_EPOCH)) pend |= 1u << u;
     PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what);
+    if (pdata) { /* PURLIN_PROFILE: thread 0's first packets are here */
+      *pdata = pl_globaltimer();
+      pdata = NULL;
+    }
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u]) pl_lean_unpack(sh->idst[sv[u]], sh->ib[sv[u]], iv[u], dv[u]);
@@ -311,11 +323,12 @@ PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
 /* Reduce this CTA's part of b bytes into dst: per packet, my input (own) and every source's packet
  * at window packets [base ...), in ascending rank order, all sources' polls in flight at once.
  * Two-shot: the reduced word also goes to every peer at packet base2 + i (flag2). */
-template <int DT>
+template <int DT, int OP>
 PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
                            const char *own, char *dst, uint64_t b, uint64_t base, uint64_t flag,
-                           int push2, uint64_t base2, uint64_t flag2, const pl_wait_t *wt) {
-  const int op = X->c.op;
+                           int push2, uint64_t base2, uint64_t flag2, const pl_wait_t *wt,
+                           uint64_t *pdata) {
+  const int op = OP >= 0 ? OP : X->c.op;
   uint64_t p0, p1, nt = blockDim.x;
   pl_lean_part(b, &p0, &p1);
   const char *mywin = sh->ws[r] + X->geom.pkt_off + par * (uint64_t)w * X->geom.pkt_win;
@@ -341,6 +354,10 @@ PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, u
       for (int u = 0; u < 8; u++)
         if ((pend >> u & 1u) && pl_ready(fv[u], flag, PL_READY_EPOCH)) pend &= ~(1u << u);
       PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "reduce packets");
+      if (pdata) { /* PURLIN_PROFILE: thread 0's first packets are here */
+        *pdata = pl_globaltimer();
+        pdata = NULL;
+      }
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         int s = s0 + u;
@@ -477,14 +494,19 @@ static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, p
 
 /* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers (AllGather(V),
  * AllToAll(V)); V: a V collective (its counts from the arguments' copies, every header word, the
- * V checks), compiled out of the others. */
-template <int DT, int V>
+ * V checks), compiled out of the others; OP: the reduction's op as a constant (SUM), -1: the
+ * call's (a runtime op puts a switch per element into the reduction's code). */
+template <int DT, int V, int OP>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_lean_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
   __shared__ uint64_t prof_t[PL_PROF_N];
   const int prof = args.prof && blockIdx.x == 0 && threadIdx.x == 0; /* PURLIN_PROFILE */
-  if (prof) prof_t[0] = pl_globaltimer();
+  uint64_t *pdata = prof ? &prof_t[PL_PROF_N - 1] : NULL; /* a free slot: consume's first data */
+  if (prof) {
+    prof_t[PL_PROF_N - 1] = 0;
+    prof_t[0] = pl_globaltimer();
+  }
   const pl_snac_t *X = &args.x;
   const pl_call_t *c = V ? &sh.c : &X->c; /* sh.c: set by thread 0 below, read after the barrier */
   const int w = X->c.world, r = X->c.rank, coll = X->c.coll, tid = threadIdx.x;
@@ -515,11 +537,20 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   if (tid < w) {
     int d = tid;
     sh.ws[d] = X->ws[d];
-    if (pl_coll_is_reduce(coll)) {
-      int one = ar && X->plan.ar_oneshot;
-      sh.osrc[d] = X->send + (one ? 0 : pl_shard_in_off(c, d));
-      sh.ob[d] = one ? c->count * c->esize : pl_shard_bytes(c, d);
-      sh.idst[d] = X->recv + pl_shard_out_off(c, d); /* two-shot's tail */
+    if (ar) { /* layout.h's shards from the host's shard size: no division here */
+      const uint64_t n = c->count, es = c->esize, per = args.ar_per;
+      uint64_t b0 = per * (uint64_t)d, b1 = b0 + per;
+      b0 = b0 < n ? b0 : n;
+      b1 = b1 < n ? b1 : n;
+      int one = X->plan.ar_oneshot;
+      sh.osrc[d] = X->send + (one ? 0 : b0 * es);
+      sh.ob[d] = one ? n * es : (b1 - b0) * es;
+      sh.idst[d] = X->recv + b0 * es; /* two-shot's tail */
+      sh.ib[d] = (b1 - b0) * es;
+    } else if (pl_coll_is_reduce(coll)) {
+      sh.osrc[d] = X->send + pl_shard_in_off(c, d);
+      sh.ob[d] = pl_shard_bytes(c, d);
+      sh.idst[d] = X->recv + pl_shard_out_off(c, d);
       sh.ib[d] = pl_shard_bytes(c, d);
     } else {
       sh.osrc[d] = X->send + pl_gather_send_off(c, d);
@@ -598,16 +629,16 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
     /* consume */
     if constexpr (DT < 0) {
-      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
+      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets", pdata);
     } else {
       /* what I reduce is what I send myself (osrc/ob of the prologue): the whole vector
        * (one-shot) or my shard; it lands at my shard's place (RS: 0), one-shot's at 0 */
       char *dst = ar && X->plan.ar_oneshot ? X->recv : sh.idst[r];
-      pl_lean_reduce<DT>(X, &sh, w, r, par, sh.osrc[r], dst, sh.ob[r], hw, f1, two,
-                         hw + X->plan.ar_region2, f2, &wd);
+      pl_lean_reduce<DT, OP>(X, &sh, w, r, par, sh.osrc[r], dst, sh.ob[r], hw, f1, two,
+                             hw + X->plan.ar_region2, f2, &wd, pdata);
       if (two)
         pl_lean_recv(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
-                     "reduced shard packets");
+                     "reduced shard packets", NULL);
     }
   }
   __syncthreads();
@@ -616,7 +647,8 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     int st = sh.aborted ? PURLIN_ERR_REMOTE : sh.err ? sh.err : sh.mis ? PURLIN_ERR_MISMATCH : 0;
     if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
     if (st) pl_lean_report(&args, &sh, st, epoch);
-    if (prof && !st && !sh.aborted) pl_dev_prof_add(args.state, prof_t); /* SNAC's phases */
+    if (prof && !st && !sh.aborted) /* SNAC's phases */
+      pl_dev_prof_add(args.state, prof_t, prof_t[PL_PROF_N - 1]);
     if (gridDim.x == 1) {
       *(volatile uint64_t *)&args.state->epoch = epoch + 1;
     } else {
@@ -633,17 +665,20 @@ cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int thread
                                 cudaStream_t s) {
   int dt = pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1;
   int v = pl_coll_is_v(args->x.c.coll);
+  int sum = args->x.c.op == PURLIN_SUM;
   switch (dt) {
 #define PL_LEAN_CASE_(name, suffix, bytes)                                                         \
   case PURLIN_##name:                                                                              \
-    if (v) pl_lean_kernel<PURLIN_##name, 1><<<grid, threads, 0, s>>>(*args);                       \
-    else pl_lean_kernel<PURLIN_##name, 0><<<grid, threads, 0, s>>>(*args);                         \
+    if (v && sum) pl_lean_kernel<PURLIN_##name, 1, PURLIN_SUM><<<grid, threads, 0, s>>>(*args);    \
+    else if (v) pl_lean_kernel<PURLIN_##name, 1, -1><<<grid, threads, 0, s>>>(*args);              \
+    else if (sum) pl_lean_kernel<PURLIN_##name, 0, PURLIN_SUM><<<grid, threads, 0, s>>>(*args);    \
+    else pl_lean_kernel<PURLIN_##name, 0, -1><<<grid, threads, 0, s>>>(*args);                     \
     break;
     PURLIN_DTYPE_MAP(PL_LEAN_CASE_)
 #undef PL_LEAN_CASE_
   default:
-    if (v) pl_lean_kernel<-1, 1><<<grid, threads, 0, s>>>(*args);
-    else pl_lean_kernel<-1, 0><<<grid, threads, 0, s>>>(*args);
+    if (v) pl_lean_kernel<-1, 1, -1><<<grid, threads, 0, s>>>(*args);
+    else pl_lean_kernel<-1, 0, -1><<<grid, threads, 0, s>>>(*args);
     break;
   }
   return cudaGetLastError();

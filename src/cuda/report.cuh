@@ -82,8 +82,10 @@ static __device__ void pl_dev_report(const pl_cuda_args_t *args, pl_cuda_sh_t *s
  * call's start and the ends of its prologue, notify, agree and consume. Only a call that started
  * within PL_PROF_GAP_NS of the previous call's end counts (back to back, as in graph replay: an
  * eager call after a host pause waits for its peers to arrive, which is not its cost): its gap
- * since that end and its phases are added to the device state; every call counts in prof_seen. */
-static __device__ __noinline__ void pl_dev_prof_add(pl_cuda_state_t *ps, const uint64_t *t) {
+ * since that end and its phases are added to the device state; every call counts in prof_seen.
+ * data: when the lean kernel's thread 0 had its first packets of consume (0: not stamped). */
+static __device__ __noinline__ void pl_dev_prof_add(pl_cuda_state_t *ps, const uint64_t *t,
+                                                    uint64_t data) {
   uint64_t end = pl_globaltimer(), prev = ps->prof_last_exit;
   ps->prof_seen++;
   ps->prof_last_exit = end;
@@ -91,6 +93,7 @@ static __device__ __noinline__ void pl_dev_prof_add(pl_cuda_state_t *ps, const u
   ps->prof_sum[0] += t[0] - prev;
   for (int i = 1; i < PL_PROF_N - 1; i++) ps->prof_sum[i] += t[i] - t[i - 1];
   ps->prof_sum[PL_PROF_N - 1] += end - t[PL_PROF_N - 2];
+  if (data >= t[3] && data <= t[4]) ps->prof_data += data - t[3];
   ps->prof_calls++;
 }
 

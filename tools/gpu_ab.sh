@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# On the GPU machine, in one call: an A/B of the working tree against commit OLD, measured side by
+# side. Builds both (OLD in a git worktree; both builds at once), checks the new one (gpu_test
+# --quick --graph at the worlds in WORLDS), then runs the bench TOOLS at world BW (B..E, graph
+# replay, every size checked) alternating old, new, old, new (ROUNDS pairs), then each tool once
+# more with PURLIN_PROFILE=1 on the new build when PROFILE=1. Prints a table of us per size, one
+# column per run; logs in one tarball under $OUT.
+#   OLD=d344594 TOOLS="testAR testA2A" B=1K E=64K F=8 bash tools/gpu_ab.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD OUTD=${OUT:-/tmp/purlin-ab} OLD=${OLD:?OLD=<commit>}
+TOOLS=${TOOLS:-"testAR testA2A"} B=${B:-1K} E=${E:-64K} F=${F:-8} BW=${BW:-8} ROUNDS=${ROUNDS:-2}
+WORLDS=${WORLDS:-"8 3"}
+R=$OUTD/ab && mkdir -p "$R"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
+git worktree add -f /tmp/pl-old "$OLD" > "$R/worktree.log" 2>&1 || { cat "$R/worktree.log"; exit 1; }
+build() { # build SRC DIR TARGETS...
+  local src=$1 dir=$2; shift 2
+  cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DPURLIN_TESTS=ON > "$dir.configure.log" 2>&1 &&
+    cmake --build "$dir" -j 8 --target purlinrun "$@" > "$dir.build.log" 2>&1
+}
+build "$ROOT" /tmp/pl-bnew gpu_test $TOOLS & pn=$!
+build /tmp/pl-old /tmp/pl-bold $TOOLS & po=$!
+wait $pn; rn=$?; wait $po; ro=$?
+cp /tmp/pl-bnew.build.log "$R/build-new.log"; cp /tmp/pl-bold.build.log "$R/build-old.log"
+[ $rn = 0 ] && [ $ro = 0 ] || { grep -E "error" "$R"/build-*.log | head -20; exit 1; }
+{ date -u +%FT%TZ; echo "new: $(git rev-parse HEAD) + $(git status --porcelain | wc -l) changed"
+  echo "old: $(git -C /tmp/pl-old rev-parse HEAD)"; nvidia-smi -L; } > "$R/machine.txt"
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/pl-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pl-mps/log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+sleep 1
+ROWS=()
+for w in $WORLDS; do
+  timeout -k 5 120 /tmp/pl-bnew/purlinrun -n "$w" /tmp/pl-bnew/tests/gpu/gpu_test --quick --graph \
+    > "$R/test.w$w.log" 2>&1
+  ROWS+=("test w$w rc=$? $(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$R/test.w$w.log" |
+    awk '{p+=$1; f+=$3} END {print p" passed "f" failed"}')")
+done
+runs=()
+for i in $(seq 1 "$ROUNDS"); do runs+=("old$i" "new$i"); done
+[ "${PROFILE:-0}" = 1 ] && runs+=(prof)
+for run in "${runs[@]}"; do
+  bd=/tmp/pl-bnew envs=()
+  case $run in old*) bd=/tmp/pl-bold ;; prof) envs=(PURLIN_PROFILE=1) ;; esac
+  for t in $TOOLS; do
+    env ${envs[@]+"${envs[@]}"} ${ENVS:-} timeout -k 5 90 "$bd/purlinrun" -n "$BW" "$bd/bench/$t" \
+      -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 -J "$R/$t.$run.json" > "$R/$t.$run.txt" 2>&1
+    rc=$?
+    ROWS+=("$run $t rc=$rc $(grep -E 'Out of bounds' "$R/$t.$run.txt" | tr -s ' ')")
+  done
+done
+printf '%s\n' "${ROWS[@]}" | tee "$R/summary.txt"
+# us per size (out of place), one column per run
+python3 - "$R" "$TOOLS" "${runs[*]}" <<'EOF' | tee -a "$R/summary.txt"
+import json, sys, os
+R, tools, runs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+for t in tools:
+    cols = {}
+    for run in runs:
+        try: j = json.load(open(os.path.join(R, f"{t}.{run}.json")))
+        except Exception: continue
+        cols[run] = {x["bytes"]: x["out_of_place"]["time_us"] for x in j["rows"]}
+        cols[run]["floor"] = j["speed_of_light"]["barrier_us"]
+    sizes = ["floor"] + sorted({s for v in cols.values() for s in v if s != "floor"})
+    print(f"{t} w: time us " + " ".join(f"{c:>7}" for c in cols))
+    for s in sizes:
+        print(f"  {s:>11} " + " ".join(f"{cols[c].get(s, float('nan')):7.1f}" for c in cols))
+EOF
+grep -h "purlin profile" "$R"/*.prof.txt 2>/dev/null | sed -E 's/.*rank ([0-9]+).*mean us per call: /r\1 /' \
+  | sort | head -40 | tee -a "$R/summary.txt"
+if [ "${SASS:-0}" = 1 ] && command -v cuobjdump > /dev/null; then
+  f=$(find /tmp/pl-bnew -name 'lean.cu.o' | head -1)
+  [ -n "$f" ] && cuobjdump -sass "$f" > "$R/lean-sass.txt" 2>&1
+  cuobjdump -res-usage "$f" > "$R/lean-res.txt" 2>&1
+fi
+tar -C "$OUTD" -czf "$OUTD/ab.tar.gz" ab && rm -rf "$R"
+git worktree remove --force /tmp/pl-old > /dev/null 2>&1
