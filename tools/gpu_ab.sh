@@ -3,8 +3,9 @@
 # side. Builds both (OLD in a git worktree; both builds at once), checks the new one (gpu_test
 # --quick --graph at the worlds in WORLDS), then runs the bench TOOLS at world BW (B..E, graph
 # replay, every size checked) alternating old, new, old, new (ROUNDS pairs), then each tool once
-# more with PURLIN_PROFILE=1 on the new build when PROFILE=1. Prints a table of us per size, one
-# column per run; logs in one tarball under $OUT.
+# more with PURLIN_PROFILE=1 on the new build when PROFILE=1; VARIANTS="PDL=0 LEAN_CTAS=8,PDL=0"
+# adds runs of the new build with those PURLIN_* settings to every round. Prints a table of us
+# per size, one column per run; logs in one tarball under $OUT.
 #   OLD=d344594 TOOLS="testAR testA2A" B=1K E=64K F=8 bash tools/gpu_ab.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,11 +41,18 @@ for w in $WORLDS; do
     awk '{p+=$1; f+=$3} END {print p" passed "f" failed"}')")
 done
 runs=()
-for i in $(seq 1 "$ROUNDS"); do runs+=("old$i" "new$i"); done
+for i in $(seq 1 "$ROUNDS"); do
+  runs+=("old$i" "new$i")
+  for v in ${VARIANTS:-}; do runs+=("$v#$i"); done
+done
 [ "${PROFILE:-0}" = 1 ] && runs+=(prof)
 for run in "${runs[@]}"; do
   bd=/tmp/pl-bnew envs=()
-  case $run in old*) bd=/tmp/pl-bold ;; prof) envs=(PURLIN_PROFILE=1) ;; esac
+  case $run in
+  old*) bd=/tmp/pl-bold ;;
+  prof) envs=(PURLIN_PROFILE=1) ;;
+  *'#'*) v=${run%%#*}; for kv in ${v//,/ }; do envs+=("PURLIN_$kv"); done ;;
+  esac
   for t in $TOOLS; do
     env ${envs[@]+"${envs[@]}"} ${ENVS:-} timeout -k 5 90 "$bd/purlinrun" -n "$BW" "$bd/bench/$t" \
       -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 -J "$R/$t.$run.json" > "$R/$t.$run.txt" 2>&1

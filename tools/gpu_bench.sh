@@ -14,6 +14,8 @@
 #   CHECK_ON=host ...   the host check instead (slow at 1 GiB: it reads back and regenerates all)
 #   VALIDATE=0 ...      skip the corrupt.* and xcheck.* runs
 #   ARGS="--mem purlin" ...  more bench options for the sweep's runs (here: purlin_mem_alloc buffers)
+#   SIZES="big" ...     size ranges per tool: small (1K..64M), large (256M..1G), big (64M..1G)
+#   TOOLS="testAR" ...  which tools (default: all seven)
 # Each run is capped at RUN_CAP seconds and none starts with less than 15 s of BUDGET left.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,10 +80,11 @@ W1=${WORLDS%% *}
       -w 1 --gen-on device --check-on host
   }
   for w in $WORLDS; do
-    for t in testAR testAG testRS testA2A testAGV testRSV testA2AV; do
-      for size in small large; do
+    for t in ${TOOLS:-testAR testAG testRS testA2A testAGV testRSV testA2AV}; do
+      for size in ${SIZES:-small large}; do
         range="-b 1K -e 64M -f 4"
         [ $size = large ] && range="-b 256M -e 1G -f 4"
+        [ $size = big ] && range="-b 64M -e 1G -f 4" # issue 5's throughput range
         run $t.w$w.$size "$w" $t $range -G 5 -n 10 -R 3 -w 2 -i 0 --check-on "$CHECK_ON" ${ARGS:-}
       done
     done

@@ -151,6 +151,9 @@ struct pl_cuda_dp {
   int dead_rank;          /* the first rank seen dead, -1 */
   int ce_on;              /* PURLIN_ATOM=ce asked for (pl_pick_atom) */
   struct pl_ce *ce;       /* the copy-engine atom for gather collectives (ce.cu); NULL: off */
+  /* programmatic dependent launch of the lean kernel (pl_lean_pdl_ok): the device can (sm_90+),
+   * its SMs, the ranks sharing it (MPS), the previous lean launch's grid */
+  int pdl_cap, sms, ranks_here, last_lean_grid;
 };
 
 /* The atoms built into this library, oldest first, with the compute capability (x100) each
@@ -315,6 +318,10 @@ static purlin_status_t pl_check_peers(struct purlin_comm *comm) {
   st = pl_bootstrap_allgather(comm->bs, &mine, all, sizeof mine);
   if (st) return pl_comm_fail(comm, st, "init: %s", pl_bootstrap_last_error(comm->bs));
   purlin_status_t local = PURLIN_OK;
+  struct pl_cuda_dp *dp = comm->cuda;
+  dp->ranks_here = 0;
+  for (int r = 0; r < comm->world; r++)
+    dp->ranks_here += !memcmp(all[r].uuid, mine.uuid, sizeof mine.uuid);
   for (int r = 0; r < comm->world && !local; r++) {
     if (!memcmp(all[r].uuid, mine.uuid, sizeof mine.uuid)) continue;
     int ord = -1, can = 0;
@@ -429,6 +436,8 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
       break;
     }
     dp->atom = pl_pick_atom(comm, prop.major, prop.minor);
+    dp->pdl_cap = prop.major >= 9 && pl_param_int(PL_PARAM_PDL) > 0;
+    dp->sms = prop.multiProcessorCount;
     pl_cuda_geom(comm, staging_bytes);
     if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
     if ((st = pl_vmm_create(comm, &dp->uflags, PL_DEV_FLAGS_BYTES))) break;
@@ -491,7 +500,7 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
     fprintf(stderr,
             "purlin profile: rank %d/%d: %llu of %llu calls back to back (within 100 us of the "
             "previous), mean us per call: launch gap %.2f, prologue %.2f, notify %.2f, agree %.2f, "
-            "consume %.2f (lean kernel: thread 0's first packets after %.2f), epilogue %.2f; "
+            "consume %.2f (a lean reduction: thread 0's first packets after %.2f), epilogue %.2f; "
             "period %.2f\n",
             comm->rank, comm->world, (unsigned long long)ps.prof_calls,
             (unsigned long long)ps.prof_seen, ps.prof_sum[0] / n / 1e3, ps.prof_sum[1] / n / 1e3,
@@ -895,7 +904,16 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.ar_per = call->coll == PL_COLL_ALL_REDUCE
                     ? pl_ar_shard_per(call->count, call->esize, call->world) : 0;
   pl_dev_enter(comm, &g);
-  cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, (cudaStream_t)stream)
+  /* Programmatic dependent launch (sm_90+): this kernel may start while the stream's previous
+   * kernel finishes (a lean kernel lets its dependents start once its packets are pushed); it
+   * waits for that kernel's completion before its first access of memory (docs/gpu.md). Only
+   * while this call's and the previous one's CTAs of every rank on this GPU fit its SMs at once
+   * (one CTA per SM): a rank's early CTAs must never keep a peer's kernel from its SMs. */
+  int pdl = lean && dp->pdl_cap &&
+            (int64_t)(grid + dp->last_lean_grid) * (dp->ranks_here > 0 ? dp->ranks_here : 1) <=
+                dp->sms;
+  if (lean) dp->last_lean_grid = grid;
+  cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
                        : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);
   comm->epoch++;

@@ -52,6 +52,21 @@ PL_DC void pl_ld_pkt(const void *p, uint64_t *data, uint64_t *flag) {
   *data = d;
   *flag = f;
 }
+/* Programmatic dependent launch (sm_90+; nothing on older GPUs, where kernels never overlap):
+ * wait until the stream's previous kernel has completed and its memory is visible (at once when
+ * this kernel was not launched early), and let the stream's next kernel start early. The idea is
+ * NVIDIA's (CUDA programming guide, "Programmatic Dependent Launch"); TensorRT-LLM's all-reduce
+ * kernels use it the same way. */
+PL_DC void pl_grid_dep_wait(void) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+PL_DC void pl_grid_dep_launch(void) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 PL_DC uint64_t pl_globaltimer(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -149,14 +149,7 @@ typedef struct {
  * so that a CTA reads (in place) only what it pushed itself before its barrier. */
 PL_DEV void pl_lean_part(uint64_t b, uint64_t *p0, uint64_t *p1) {
   uint64_t lo, hi;
-  if (b <= 0xffffffffu / gridDim.x) { /* every packet block: pl_part in 32 bits (a 64-bit
-                                          division is a ~100-instruction call; finding 15) */
-    uint32_t b32 = (uint32_t)b, l = blockIdx.x, L = gridDim.x;
-    lo = (b32 * l / L) & ~15u;
-    hi = l == L - 1 ? b32 : (b32 * (l + 1) / L) & ~15u;
-  } else {
-    pl_part(b, blockIdx.x, gridDim.x, &lo, &hi);
-  }
+  pl_part(b, blockIdx.x, gridDim.x, &lo, &hi); /* nvcc divides in 32 bits when the operands fit */
   *p0 = lo / 8;
   *p1 = hi > lo ? (hi + 7) / 8 : lo / 8;
 }
@@ -284,8 +277,7 @@ PL_DEV void pl_lean_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
  * [base ...) of its window here, PL_LEAN_RECV_UNROLL polls in flight per thread. */
 #define PL_LEAN_RECV_UNROLL 8
 PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
-                         uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what,
-                         uint64_t *pdata) {
+                         uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what) {
   uint32_t nmax = sh->imax, n = (uint32_t)(w - 1) * nmax, nt = blockDim.x;
   for (uint32_t k0 = threadIdx.x; k0 < n; k0 += PL_LEAN_RECV_UNROLL * nt) {
     uint64_t dv[PL_LEAN_RECV_UNROLL], fv[PL_LEAN_RECV_UNROLL], iv[PL_LEAN_RECV_UNROLL];
@@ -310,15 +302,16 @@ PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u] && !pl_ready(fv[u], flag, PL_READY_EPOCH)) pend |= 1u << u;
     PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what);
-    if (pdata) { /* PURLIN_PROFILE: thread 0's first packets are here */
-      *pdata = pl_globaltimer();
-      pdata = NULL;
-    }
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u]) pl_lean_unpack(sh->idst[sv[u]], sh->ib[sv[u]], iv[u], dv[u]);
   }
 }
+
+/* PURLIN_PROFILE: when thread 0 of CTA 0 had its first packets to reduce (the rest of consume is
+ * work). In the shared space by declaration, so that the stamp's store aliases no global access
+ * of the loop (a generic pointer to it made the loop reload its shared numbers). */
+static __shared__ uint64_t pl_lean_prof_data;
 
 /* Reduce this CTA's part of b bytes into dst: per packet, my input (own) and every source's packet
  * at window packets [base ...), in ascending rank order, all sources' polls in flight at once.
@@ -327,7 +320,7 @@ template <int DT, int OP>
 PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
                            const char *own, char *dst, uint64_t b, uint64_t base, uint64_t flag,
                            int push2, uint64_t base2, uint64_t flag2, const pl_wait_t *wt,
-                           uint64_t *pdata) {
+                           int stamp) {
   const int op = OP >= 0 ? OP : X->c.op;
   uint64_t p0, p1, nt = blockDim.x;
   pl_lean_part(b, &p0, &p1);
@@ -354,9 +347,9 @@ PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, u
       for (int u = 0; u < 8; u++)
         if ((pend >> u & 1u) && pl_ready(fv[u], flag, PL_READY_EPOCH)) pend &= ~(1u << u);
       PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "reduce packets");
-      if (pdata) { /* PURLIN_PROFILE: thread 0's first packets are here */
-        *pdata = pl_globaltimer();
-        pdata = NULL;
+      if (stamp) { /* PURLIN_PROFILE: thread 0's first packets are here */
+        pl_lean_prof_data = pl_globaltimer();
+        stamp = 0;
       }
 #pragma unroll
       for (int u = 0; u < 8; u++) {
@@ -502,19 +495,15 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   __shared__ pl_lean_sh_t sh;
   __shared__ uint64_t prof_t[PL_PROF_N];
   const int prof = args.prof && blockIdx.x == 0 && threadIdx.x == 0; /* PURLIN_PROFILE */
-  uint64_t *pdata = prof ? &prof_t[PL_PROF_N - 1] : NULL; /* a free slot: consume's first data */
-  if (prof) {
-    prof_t[PL_PROF_N - 1] = 0;
-    prof_t[0] = pl_globaltimer();
-  }
   const pl_snac_t *X = &args.x;
   const pl_call_t *c = V ? &sh.c : &X->c; /* sh.c: set by thread 0 below, read after the barrier */
   const int w = X->c.world, r = X->c.rank, coll = X->c.coll, tid = threadIdx.x;
-  const int ar = coll == PL_COLL_ALL_REDUCE, two = ar && X->plan.ar_twoshot;
+  const int ar = DT >= 0 && coll == PL_COLL_ALL_REDUCE, two = ar && X->plan.ar_twoshot;
   const uint64_t hw = pl_hdr_words(w), nt = blockDim.x;
-  /* prologue: the epoch and the abort word (two warps, overlapped), the per-peer numbers */
+  /* prologue: the per-peer numbers (from the arguments alone), then the wait for the stream's
+   * previous kernel (programmatic dependent launch: this kernel may have started before it
+   * ended), then the epoch and the abort word (two warps, overlapped) */
   if (tid == 0) {
-    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
     sh.stop = 0;
     sh.err = 0;
     sh.err_peer = -1;
@@ -531,8 +520,6 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   }
   if (V && tid < w)
     for (int k = 0; k < 4; k++) sh.v[k][tid] = args.v[k][tid];
-  if (tid == (nt > 32 ? 32 : 0))
-    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   __syncthreads();
   if (tid < w) {
     int d = tid;
@@ -547,7 +534,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       sh.ob[d] = one ? n * es : (b1 - b0) * es;
       sh.idst[d] = X->recv + b0 * es; /* two-shot's tail */
       sh.ib[d] = (b1 - b0) * es;
-    } else if (pl_coll_is_reduce(coll)) {
+    } else if (DT >= 0) { /* ReduceScatter(V) */
       sh.osrc[d] = X->send + pl_shard_in_off(c, d);
       sh.ob[d] = pl_shard_bytes(c, d);
       sh.idst[d] = X->recv + pl_shard_out_off(c, d);
@@ -568,6 +555,14 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     sh.in[d] = (uint32_t)(p1 - p0);
     if (d != r) atomicMax(&sh.imax, (unsigned)(p1 - p0));
   }
+  pl_grid_dep_wait(); /* every thread: no global access of this call before it */
+  if (prof) {
+    pl_lean_prof_data = 0;
+    prof_t[0] = pl_globaltimer();
+  }
+  if (tid == (nt > 32 ? 32 : 0)) sh.epoch = *(volatile uint64_t *)&args.state->epoch;
+  if (tid == (nt > 64 ? 64 : 0))
+    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   __syncthreads();
   if (prof) prof_t[1] = pl_globaltimer();
   const uint64_t epoch = sh.epoch, par = epoch & 1;
@@ -590,14 +585,15 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, pl_lean_hdr_word<V>(c, myh0, w, q), f1);
       }
     pl_lean_push(X, &sh, w, r, par, hw, f1);
-    if (!pl_coll_is_reduce(coll)) { /* my own block, this CTA's part (never past my recv block:
-                                       pl_snac_self) */
+    if (DT < 0) { /* my own block, this CTA's part (never past my recv block: pl_snac_self) */
       uint64_t p0, p1, b = sh.ob[r] < sh.ib[r] ? sh.ob[r] : sh.ib[r];
       pl_lean_part(b, &p0, &p1);
       uint64_t lo = 8 * p0, hi = 8 * p1 < b ? 8 * p1 : b;
       if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
     }
     __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */
+    if (tid == 0) pl_grid_dep_launch(); /* this CTA's packets are out: the stream's next kernel
+                                           may start its prologue (it waits for our end) */
     if (prof) prof_t[2] = pl_globaltimer();
     /* agree: threads 0..world-1 take every rank's header first; a difference stops the data
      * waits (a peer that disagrees may never send what this rank awaits) */
@@ -629,16 +625,16 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
     /* consume */
     if constexpr (DT < 0) {
-      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets", pdata);
+      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
     } else {
       /* what I reduce is what I send myself (osrc/ob of the prologue): the whole vector
        * (one-shot) or my shard; it lands at my shard's place (RS: 0), one-shot's at 0 */
       char *dst = ar && X->plan.ar_oneshot ? X->recv : sh.idst[r];
       pl_lean_reduce<DT, OP>(X, &sh, w, r, par, sh.osrc[r], dst, sh.ob[r], hw, f1, two,
-                             hw + X->plan.ar_region2, f2, &wd, pdata);
+                             hw + X->plan.ar_region2, f2, &wd, prof);
       if (two)
         pl_lean_recv(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
-                     "reduced shard packets", NULL);
+                     "reduced shard packets");
     }
   }
   __syncthreads();
@@ -648,7 +644,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
     if (st) pl_lean_report(&args, &sh, st, epoch);
     if (prof && !st && !sh.aborted) /* SNAC's phases */
-      pl_dev_prof_add(args.state, prof_t, prof_t[PL_PROF_N - 1]);
+      pl_dev_prof_add(args.state, prof_t, pl_lean_prof_data);
     if (gridDim.x == 1) {
       *(volatile uint64_t *)&args.state->epoch = epoch + 1;
     } else {
@@ -661,7 +657,28 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   }
 }
 
-cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads,
+/* One instantiation, launched plainly or with programmatic dependent launch. */
+template <int DT, int V, int OP>
+static cudaError_t pl_lean_go(const pl_cuda_args_t *args, int grid, int threads, int pdl,
+                              cudaStream_t s) {
+  if (!pdl) {
+    pl_lean_kernel<DT, V, OP><<<grid, threads, 0, s>>>(*args);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3((unsigned)grid);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, pl_lean_kernel<DT, V, OP>, *args);
+}
+
+cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,
                                 cudaStream_t s) {
   int dt = pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1;
   int v = pl_coll_is_v(args->x.c.coll);
@@ -669,17 +686,14 @@ cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int thread
   switch (dt) {
 #define PL_LEAN_CASE_(name, suffix, bytes)                                                         \
   case PURLIN_##name:                                                                              \
-    if (v && sum) pl_lean_kernel<PURLIN_##name, 1, PURLIN_SUM><<<grid, threads, 0, s>>>(*args);    \
-    else if (v) pl_lean_kernel<PURLIN_##name, 1, -1><<<grid, threads, 0, s>>>(*args);              \
-    else if (sum) pl_lean_kernel<PURLIN_##name, 0, PURLIN_SUM><<<grid, threads, 0, s>>>(*args);    \
-    else pl_lean_kernel<PURLIN_##name, 0, -1><<<grid, threads, 0, s>>>(*args);                     \
-    break;
+    if (v && sum) return pl_lean_go<PURLIN_##name, 1, PURLIN_SUM>(args, grid, threads, pdl, s);   \
+    if (v) return pl_lean_go<PURLIN_##name, 1, -1>(args, grid, threads, pdl, s);                   \
+    if (sum) return pl_lean_go<PURLIN_##name, 0, PURLIN_SUM>(args, grid, threads, pdl, s);         \
+    return pl_lean_go<PURLIN_##name, 0, -1>(args, grid, threads, pdl, s);
     PURLIN_DTYPE_MAP(PL_LEAN_CASE_)
 #undef PL_LEAN_CASE_
   default:
-    if (v) pl_lean_kernel<-1, 1, -1><<<grid, threads, 0, s>>>(*args);
-    else pl_lean_kernel<-1, 0, -1><<<grid, threads, 0, s>>>(*args);
-    break;
+    if (v) return pl_lean_go<-1, 1, -1>(args, grid, threads, pdl, s);
+    return pl_lean_go<-1, 0, -1>(args, grid, threads, pdl, s);
   }
-  return cudaGetLastError();
 }

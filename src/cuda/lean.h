@@ -19,7 +19,9 @@ int pl_lean_takes(const pl_snac_t *x);
  * (every source's, both shots of a two-shot AllReduce), the packets it pushes, and its own block's
  * 8-byte words (AllToAllV's may be of any size: it is a copy, not a packet block). */
 uint64_t pl_lean_work_packets(const pl_snac_t *x);
-/* Launch the lean kernel for args (grid CTAs of `threads`) on s. */
-cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, cudaStream_t s);
+/* Launch the lean kernel for args (grid CTAs of `threads`) on s; pdl: with programmatic
+ * dependent launch (the kernel may start before the stream's previous kernel has finished). */
+cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,
+                                cudaStream_t s);
 
 #endif
