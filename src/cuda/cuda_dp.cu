@@ -913,6 +913,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
             (int64_t)(grid + dp->last_lean_grid) * (dp->ranks_here > 0 ? dp->ranks_here : 1) <=
                 dp->sms;
   if (lean) dp->last_lean_grid = grid;
+  args.pdl = (pdl ? PL_PDL_WAIT : 0) | (lean && dp->pdl_cap ? PL_PDL_RELEASE : 0);
   cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
                        : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);

@@ -80,7 +80,10 @@ typedef struct {
                                   zero copy on when the extent it derives fits (0: no) */
   uint64_t ar_per;             /* AllReduce: elements per shard (pl_ar_shard_per), so that the lean
                                   kernel's prologue divides nothing */
+  int pdl;                     /* lean kernel: PL_PDL_* bits */
 } pl_cuda_args_t;
+#define PL_PDL_WAIT 1    /* launched with programmatic dependent launch: griddepcontrol.wait */
+#define PL_PDL_RELEASE 2 /* the stream's next lean kernel may be: release it early */
 
 /* One launcher per atom (kernel_<atom>.cu). */
 typedef cudaError_t (*pl_cuda_launch_fn)(const pl_cuda_args_t *args, int grid, int threads,

@@ -555,7 +555,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     sh.in[d] = (uint32_t)(p1 - p0);
     if (d != r) atomicMax(&sh.imax, (unsigned)(p1 - p0));
   }
-  pl_grid_dep_wait(); /* every thread: no global access of this call before it */
+  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
   if (prof) {
     pl_lean_prof_data = 0;
     prof_t[0] = pl_globaltimer();
@@ -592,8 +592,8 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
     }
     __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */
-    if (tid == 0) pl_grid_dep_launch(); /* this CTA's packets are out: the stream's next kernel
-                                           may start its prologue (it waits for our end) */
+    if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) /* this CTA's packets are out: the stream's */
+      pl_grid_dep_launch(); /* next kernel may start its prologue (it waits for our end) */
     if (prof) prof_t[2] = pl_globaltimer();
     /* agree: threads 0..world-1 take every rank's header first; a difference stops the data
      * waits (a peer that disagrees may never send what this rank awaits) */
