@@ -500,10 +500,17 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const int w = X->c.world, r = X->c.rank, coll = X->c.coll, tid = threadIdx.x;
   const int ar = DT >= 0 && coll == PL_COLL_ALL_REDUCE, two = ar && X->plan.ar_twoshot;
   const uint64_t hw = pl_hdr_words(w), nt = blockDim.x;
-  /* prologue: the per-peer numbers (from the arguments alone), then the wait for the stream's
-   * previous kernel (programmatic dependent launch: this kernel may have started before it
-   * ended), then the epoch and the abort word (two warps, overlapped) */
+  /* prologue: the wait for the stream's previous kernel (programmatic dependent launch: this
+   * kernel may have started before it ended), the epoch and the abort word (two warps,
+   * overlapped), the per-peer numbers (docs/tuning.md, finding 15: computing them before the
+   * wait went with slower gathers, cause not isolated) */
+  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
+  if (prof) {
+    pl_lean_prof_data = 0;
+    prof_t[0] = pl_globaltimer();
+  }
   if (tid == 0) {
+    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
     sh.stop = 0;
     sh.err = 0;
     sh.err_peer = -1;
@@ -520,6 +527,8 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   }
   if (V && tid < w)
     for (int k = 0; k < 4; k++) sh.v[k][tid] = args.v[k][tid];
+  if (tid == (nt > 32 ? 32 : 0))
+    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   __syncthreads();
   if (tid < w) {
     int d = tid;
@@ -555,14 +564,6 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     sh.in[d] = (uint32_t)(p1 - p0);
     if (d != r) atomicMax(&sh.imax, (unsigned)(p1 - p0));
   }
-  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
-  if (prof) {
-    pl_lean_prof_data = 0;
-    prof_t[0] = pl_globaltimer();
-  }
-  if (tid == (nt > 32 ? 32 : 0)) sh.epoch = *(volatile uint64_t *)&args.state->epoch;
-  if (tid == (nt > 64 ? 64 : 0))
-    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   __syncthreads();
   if (prof) prof_t[1] = pl_globaltimer();
   const uint64_t epoch = sh.epoch, par = epoch & 1;
