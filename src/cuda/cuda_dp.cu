@@ -908,8 +908,9 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * kernel finishes (a lean kernel lets its dependents start once its packets are pushed); it
    * waits for that kernel's completion before its first access of memory (docs/gpu.md). Only
    * while this call's and the previous one's CTAs of every rank on this GPU fit its SMs at once
-   * (one CTA per SM): a rank's early CTAs must never keep a peer's kernel from its SMs. */
-  int pdl = lean && dp->pdl_cap &&
+   * (one CTA per SM): a rank's early CTAs must never keep a peer's kernel from its SMs. And only
+   * for one-CTA calls: with several CTAs it measured slower (docs/tuning.md, finding 15). */
+  int pdl = lean && dp->pdl_cap && grid == 1 &&
             (int64_t)(grid + dp->last_lean_grid) * (dp->ranks_here > 0 ? dp->ranks_here : 1) <=
                 dp->sms;
   if (lean) dp->last_lean_grid = grid;
