@@ -151,8 +151,9 @@ struct pl_cuda_dp {
   int dead_rank;          /* the first rank seen dead, -1 */
   int ce_on;              /* PURLIN_ATOM=ce asked for (pl_pick_atom) */
   struct pl_ce *ce;       /* the copy-engine atom for gather collectives (ce.cu); NULL: off */
-  /* programmatic dependent launch of the lean kernel (pl_lean_pdl_ok): the device can (sm_90+),
-   * its SMs, the ranks sharing it (MPS), the previous lean launch's grid */
+  /* programmatic dependent launch of the lean kernel: the device can (sm_90+); the fewest SMs of
+   * any rank's GPU and the most ranks on one GPU (MPS; pl_check_peers); the previous lean
+   * launch's grid */
   int pdl_cap, sms, ranks_here, last_lean_grid;
 };
 
@@ -301,7 +302,7 @@ static void pl_cuda_geom(struct purlin_comm *comm, size_t staging_bytes) {
 typedef struct {
   char bus[32];
   unsigned char uuid[16];
-  int32_t major, minor;
+  int32_t major, minor, sms;
 } pl_gpu_id_t;
 
 /* Every pair of ranks must reach each other's memory: the same GPU, or peer access. */
@@ -315,13 +316,21 @@ static purlin_status_t pl_check_peers(struct purlin_comm *comm) {
   memcpy(mine.uuid, &prop.uuid, sizeof mine.uuid);
   mine.major = prop.major;
   mine.minor = prop.minor;
+  mine.sms = prop.multiProcessorCount;
   st = pl_bootstrap_allgather(comm->bs, &mine, all, sizeof mine);
   if (st) return pl_comm_fail(comm, st, "init: %s", pl_bootstrap_last_error(comm->bs));
   purlin_status_t local = PURLIN_OK;
+  /* the most ranks on one GPU and the fewest SMs of any rank's GPU: every rank computes the same
+   * (pl_cuda_residency uses them for knobs every rank must agree on) */
   struct pl_cuda_dp *dp = comm->cuda;
-  dp->ranks_here = 0;
-  for (int r = 0; r < comm->world; r++)
-    dp->ranks_here += !memcmp(all[r].uuid, mine.uuid, sizeof mine.uuid);
+  dp->ranks_here = 1;
+  dp->sms = mine.sms;
+  for (int r = 0; r < comm->world; r++) {
+    int n = 0;
+    for (int q = 0; q < comm->world; q++) n += !memcmp(all[r].uuid, all[q].uuid, sizeof mine.uuid);
+    if (n > dp->ranks_here) dp->ranks_here = n;
+    if (all[r].sms < dp->sms) dp->sms = all[r].sms;
+  }
   for (int r = 0; r < comm->world && !local; r++) {
     if (!memcmp(all[r].uuid, mine.uuid, sizeof mine.uuid)) continue;
     int ord = -1, can = 0;
@@ -340,6 +349,28 @@ static purlin_status_t pl_check_peers(struct purlin_comm *comm) {
     }
   }
   return pl_agree(comm, local, "init: peer access");
+}
+
+/* Every CTA of every rank's call must be resident at once: a CTA that waits for a peer's CTA
+ * which has no SM left waits until the deadline (ranks share a GPU under MPS; kernels run one CTA
+ * per SM at their register use). SNAC's kernel runs 2 CTAs per lane, the lean kernel up to
+ * lean_ctas: clamp both to the SMs of the GPU with the most ranks (the same on every rank). */
+static void pl_cuda_residency(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  uint64_t per = (uint64_t)dp->sms / (uint64_t)(dp->ranks_here > 0 ? dp->ranks_here : 1);
+  uint64_t lanes = per / 2 < 1 ? 1 : per / 2, ctas = per < 1 ? 1 : per;
+  if (comm->tune.lanes > lanes) {
+    PL_WARN("lanes %llu: %d ranks share a GPU of %d SMs, so at most %llu lanes (2 CTAs each) "
+            "stay resident; using %llu", (unsigned long long)comm->tune.lanes, dp->ranks_here,
+            dp->sms, (unsigned long long)lanes, (unsigned long long)lanes);
+    comm->tune.lanes = lanes;
+  }
+  if (comm->tune.lean_ctas > ctas) {
+    PL_WARN("lean CTAs %llu: %d ranks share a GPU of %d SMs; using %llu",
+            (unsigned long long)comm->tune.lean_ctas, dp->ranks_here, dp->sms,
+            (unsigned long long)ctas);
+    comm->tune.lean_ctas = ctas;
+  }
 }
 
 /* PURLIN_ATOM=auto: the newest atom for the compute capability (1000 on 10.x only: later
@@ -437,7 +468,7 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     }
     dp->atom = pl_pick_atom(comm, prop.major, prop.minor);
     dp->pdl_cap = prop.major >= 9 && pl_param_int(PL_PARAM_PDL) > 0;
-    dp->sms = prop.multiProcessorCount;
+    pl_cuda_residency(comm);
     pl_cuda_geom(comm, staging_bytes);
     if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
     if ((st = pl_vmm_create(comm, &dp->uflags, PL_DEV_FLAGS_BYTES))) break;
