@@ -11,7 +11,9 @@
  * SNAC, inlined) runs cold from L2 in every launch. This kernel keeps the per-peer numbers in
  * shared arrays computed once, flattens (peer, packet) so that every thread has several loads in
  * flight, reduces in registers (no scratch, no barrier per segment), and pushes two-shot's reduced
- * words straight from registers; each instantiation (one per dtype, one for gathers) is a few KB.
+ * words straight from registers. Instantiations: per dtype (with the op a runtime value, and with
+ * SUM a constant), one for the gathers, each also for the V collectives; their hot paths are a few
+ * KB (80-145 KB of SASS each, mostly cold paths kept out of line).
  * The idea of a dedicated small-message kernel follows NCCL's LL protocol kernels and TensorRT-LLM's
  * custom one-shot/two-shot all-reduce kernels; the code is purlin's. */
 #include "cuda/atom_cuda.cuh"
