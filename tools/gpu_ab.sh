@@ -15,6 +15,7 @@ WORLDS=${WORLDS:-"8 3"}
 R=$OUTD/ab && mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
+export PURLIN_PDL=${PURLIN_PDL:-2} # ranks share the GPU under MPS: PDL only on request (docs/gpu.md)
 git worktree add -f /tmp/pl-old "$OLD" > "$R/worktree.log" 2>&1 || { cat "$R/worktree.log"; exit 1; }
 build() { # build SRC DIR TARGETS...
   local src=$1 dir=$2; shift 2

@@ -25,6 +25,7 @@ CHECK_ON=${CHECK_ON:-device}
 R=$OUTD/bench && mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
+export PURLIN_PDL=${PURLIN_PDL:-2} # ranks share the GPU under MPS: PDL only on request (docs/gpu.md)
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DPURLIN_TESTS=OFF > "$R/configure.log" 2>&1 &&
   cmake --build "$BUILD" -j "$(nproc)" > "$R/build.log" 2>&1 || { tail -20 "$R/build.log"; exit 1; }

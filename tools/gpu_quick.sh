@@ -14,6 +14,7 @@ TOOLS=${TOOLS:-"testAR testAG testRS"} B=${B:-1K} E=${E:-64M} F=${F:-8}
 R=$OUTD/quick && mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
+export PURLIN_PDL=${PURLIN_PDL:-2} # ranks share the GPU under MPS: PDL only on request (docs/gpu.md)
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DPURLIN_TESTS=ON > "$R/configure.log" 2>&1 &&

@@ -467,8 +467,16 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
       break;
     }
     dp->atom = pl_pick_atom(comm, prop.major, prop.minor);
-    dp->pdl_cap = prop.major >= 9 && pl_param_int(PL_PARAM_PDL) > 0;
     pl_cuda_residency(comm);
+    {
+      /* PDL: sm_90+ and a lean kernel built for it (a compute_80 PTX JIT-compiled here has no
+       * griddepcontrol); 1: only with one rank per GPU (under MPS an early CTA parked in
+       * griddepcontrol.wait, ours or a user kernel's after ours, can keep a peer's kernel from
+       * its SM); 2: also when ranks share a GPU (benchmarks under MPS) */
+      int64_t want = pl_param_int(PL_PARAM_PDL);
+      dp->pdl_cap = prop.major >= 9 && pl_lean_pdl_built() &&
+                    (want >= 2 || (want == 1 && dp->ranks_here == 1));
+    }
     pl_cuda_geom(comm, staging_bytes);
     if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
     if ((st = pl_vmm_create(comm, &dp->uflags, PL_DEV_FLAGS_BYTES))) break;
@@ -531,12 +539,13 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
     fprintf(stderr,
             "purlin profile: rank %d/%d: %llu of %llu calls back to back (within 100 us of the "
             "previous), mean us per call: launch gap %.2f, prologue %.2f, notify %.2f, agree %.2f, "
-            "consume %.2f (a lean reduction: thread 0's first packets after %.2f), epilogue %.2f; "
+            "consume %.2f (lean reductions: thread 0's first packets after %.2f), epilogue %.2f; "
             "period %.2f\n",
             comm->rank, comm->world, (unsigned long long)ps.prof_calls,
             (unsigned long long)ps.prof_seen, ps.prof_sum[0] / n / 1e3, ps.prof_sum[1] / n / 1e3,
             ps.prof_sum[2] / n / 1e3, ps.prof_sum[3] / n / 1e3, ps.prof_sum[4] / n / 1e3,
-            ps.prof_data / n / 1e3, ps.prof_sum[5] / n / 1e3, t / n / 1e3);
+            ps.prof_data / (ps.prof_data_calls ? (double)ps.prof_data_calls : 1.0) / 1e3,
+            ps.prof_sum[5] / n / 1e3, t / n / 1e3);
   }
   (void)cudaGetLastError();
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
@@ -940,12 +949,14 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * waits for that kernel's completion before its first access of memory (docs/gpu.md). Only
    * while this call's and the previous one's CTAs of every rank on this GPU fit its SMs at once
    * (one CTA per SM): a rank's early CTAs must never keep a peer's kernel from its SMs. And only
-   * for one-CTA calls: with several CTAs it measured slower (docs/tuning.md, finding 15). */
+   * for one-CTA calls: with several CTAs it measured slower (docs/tuning.md, finding 15); only a
+   * one-CTA call releases its dependents early. (last_lean_grid is this communicator's: another
+   * communicator on the same stream is covered by pdl_cap's one rank per GPU by default.) */
   int pdl = lean && dp->pdl_cap && grid == 1 &&
             (int64_t)(grid + dp->last_lean_grid) * (dp->ranks_here > 0 ? dp->ranks_here : 1) <=
                 dp->sms;
   if (lean) dp->last_lean_grid = grid;
-  args.pdl = (pdl ? PL_PDL_WAIT : 0) | (lean && dp->pdl_cap ? PL_PDL_RELEASE : 0);
+  args.pdl = (pdl ? PL_PDL_WAIT : 0) | (lean && grid == 1 && dp->pdl_cap ? PL_PDL_RELEASE : 0);
   cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
                        : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);

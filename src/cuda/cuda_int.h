@@ -41,8 +41,9 @@ typedef struct {
                                      and the waits for late peers after them, would swamp the mean */
   uint64_t prof_sum[PL_PROF_N];   /* ns: the gap and the phases, summed over those calls */
   uint64_t prof_seen;             /* every call that succeeded */
-  uint64_t prof_data;             /* ns: the lean kernel's consume until thread 0's first packets
-                                     were all there (the rest of consume is work), summed */
+  uint64_t prof_data;             /* ns: a lean reduction's consume until thread 0's first packets
+                                     (of sources 0-7) were all there (the rest is work), summed */
+  uint64_t prof_data_calls;       /* the calls prof_data sums */
 } pl_cuda_state_t;
 #define PL_PROF_GAP_NS 100000ull
 

@@ -678,7 +678,18 @@ static cudaError_t pl_lean_go(const pl_cuda_args_t *args, int grid, int threads,
   cfg.stream = s;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, pl_lean_kernel<DT, V, OP>, *args);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, pl_lean_kernel<DT, V, OP>, *args);
+  (void)cudaGetLastError(); /* returned here, not left for the next launch's check */
+  return e;
+}
+
+int pl_lean_pdl_built(void) {
+  cudaFuncAttributes a;
+  if (cudaFuncGetAttributes(&a, pl_lean_kernel<-1, 0, -1>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return a.ptxVersion >= 90 && a.binaryVersion >= 90;
 }
 
 cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,

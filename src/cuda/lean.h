@@ -19,6 +19,10 @@ int pl_lean_takes(const pl_snac_t *x);
  * (every source's, both shots of a two-shot AllReduce), the packets it pushes, and its own block's
  * 8-byte words (AllToAllV's may be of any size: it is a copy, not a packet block). */
 uint64_t pl_lean_work_packets(const pl_snac_t *x);
+/* 1 when the lean kernel's code for the current device was compiled for sm_90+ (it has the
+ * griddepcontrol instructions programmatic dependent launch needs), not JIT-compiled from older
+ * PTX. */
+int pl_lean_pdl_built(void);
 /* Launch the lean kernel for args (grid CTAs of `threads`) on s; pdl: with programmatic
  * dependent launch (the kernel may start before the stream's previous kernel has finished). */
 cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,

@@ -93,7 +93,10 @@ static __device__ __noinline__ void pl_dev_prof_add(pl_cuda_state_t *ps, const u
   ps->prof_sum[0] += t[0] - prev;
   for (int i = 1; i < PL_PROF_N - 1; i++) ps->prof_sum[i] += t[i] - t[i - 1];
   ps->prof_sum[PL_PROF_N - 1] += end - t[PL_PROF_N - 2];
-  if (data >= t[3] && data <= t[4]) ps->prof_data += data - t[3];
+  if (data >= t[3] && data <= t[4]) {
+    ps->prof_data += data - t[3];
+    ps->prof_data_calls++;
+  }
   ps->prof_calls++;
 }
 

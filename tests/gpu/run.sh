@@ -29,6 +29,7 @@ T_START=$(date +%s)
 # Never NVLink multicast on these machines.
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PURLIN_DISABLE_MULTIMEM=1
+export PURLIN_PDL=${PURLIN_PDL:-2} # ranks share the GPU under MPS: PDL only on request (docs/gpu.md)
 export PURLIN_DATAPATH=cuda
 
 say() { echo "[run.sh $(($(date +%s) - T_START))s] $*"; }
