@@ -32,9 +32,14 @@ PL_HD uint64_t pl_ar_shard_per(uint64_t count, uint64_t esize, int world) {
   uint64_t align = 64 / esize;
   return (per + align - 1) / align * align;
 }
-PL_HD uint64_t pl_ar_shard_begin(uint64_t count, uint64_t esize, int world, int d) {
-  uint64_t b = pl_ar_shard_per(count, esize, world) * (uint64_t)d;
+/* Element where shard d begins, given the shard size per (the lean kernel gets per from the host,
+ * so that it divides nothing). */
+PL_HD uint64_t pl_ar_shard_at(uint64_t per, uint64_t count, int d) {
+  uint64_t b = per * (uint64_t)d;
   return b < count ? b : count;
+}
+PL_HD uint64_t pl_ar_shard_begin(uint64_t count, uint64_t esize, int world, int d) {
+  return pl_ar_shard_at(pl_ar_shard_per(count, esize, world), count, d);
 }
 
 /* Bytes of the block that s sends to d (gather layouts), from s's point of view when s == c->rank,

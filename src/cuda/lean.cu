@@ -536,10 +536,9 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     int d = tid;
     sh.ws[d] = X->ws[d];
     if (ar) { /* layout.h's shards from the host's shard size: no division here */
-      const uint64_t n = c->count, es = c->esize, per = args.ar_per;
-      uint64_t b0 = per * (uint64_t)d, b1 = b0 + per;
-      b0 = b0 < n ? b0 : n;
-      b1 = b1 < n ? b1 : n;
+      const uint64_t n = c->count, es = c->esize;
+      const uint64_t b0 = pl_ar_shard_at(args.ar_per, n, d);
+      const uint64_t b1 = pl_ar_shard_at(args.ar_per, n, d + 1);
       int one = X->plan.ar_oneshot;
       sh.osrc[d] = X->send + (one ? 0 : b0 * es);
       sh.ob[d] = one ? n * es : (b1 - b0) * es;
