@@ -63,21 +63,11 @@ for run in "${runs[@]}"; do
 done
 printf '%s\n' "${ROWS[@]}" | tee "$R/summary.txt"
 # us per size (out of place), one column per run
-python3 - "$R" "$TOOLS" "${runs[*]}" <<'EOF' | tee -a "$R/summary.txt"
-import json, sys, os
-R, tools, runs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-for t in tools:
-    cols = {}
-    for run in runs:
-        try: j = json.load(open(os.path.join(R, f"{t}.{run}.json")))
-        except Exception: continue
-        cols[run] = {x["bytes"]: x["out_of_place"]["time_us"] for x in j["rows"]}
-        cols[run]["floor"] = j["speed_of_light"]["barrier_us"]
-    sizes = ["floor"] + sorted({s for v in cols.values() for s in v if s != "floor"})
-    print(f"{t} w: time us " + " ".join(f"{c:>7}" for c in cols))
-    for s in sizes:
-        print(f"  {s:>11} " + " ".join(f"{cols[c].get(s, float('nan')):7.1f}" for c in cols))
-EOF
+for t in $TOOLS; do
+  cols=()
+  for run in "${runs[@]}"; do cols+=("$run" "$R/$t.$run.json"); done
+  python3 tools/times_table.py "$t w$BW" "${cols[@]}"
+done | tee -a "$R/summary.txt"
 grep -h "purlin profile" "$R"/*.prof.txt 2>/dev/null | sed -E 's/.*rank ([0-9]+).*mean us per call: /r\1 /' \
   | sort | head -40 | tee -a "$R/summary.txt"
 if [ "${SASS:-0}" = 1 ] && command -v cuobjdump > /dev/null; then

@@ -59,22 +59,10 @@ for cfg in $CONFIGS; do
   first=0
 done
 # time (us, out of place) per size, one column per config
-python3 - "$R" "$BW" $CONFIGS <<'EOF' > "$R/times.txt" 2>&1 || true
-import json, sys, glob, os
-r, bw, cfgs = sys.argv[1], sys.argv[2], sys.argv[3:]
-tools = sorted({os.path.basename(p).split('.')[0] for p in glob.glob(f"{r}/test*.json")})
-for t in tools:
-    cols = {}
-    for c in cfgs:
-        p = f"{r}/{t}.{c.replace('=', '_').replace(',', '_')}.w{bw}.json"
-        try: j = json.load(open(p))
-        except Exception: continue
-        cols[c] = {x["bytes"]: x["out_of_place"]["time_us"] for x in j["rows"]}
-        cols[c]["floor"] = j["speed_of_light"]["barrier_us"]
-    sizes = ["floor"] + sorted({s for v in cols.values() for s in v if s != "floor"})
-    print(f"{t} w{bw}: time us  " + "  ".join(f"{c:>12}" for c in cols))
-    for s in sizes:
-        print(f"  {s:>11}  " + "  ".join(f"{cols[c].get(s, float('nan')):12.1f}" for c in cols))
-EOF
+for t in $(ls "$R" | sed -nE 's/^(test[A-Za-z0-9]+)\..*\.json$/\1/p' | sort -u); do
+  cols=()
+  for cfg in $CONFIGS; do cols+=("$cfg" "$R/$t.${cfg//[=,]/_}.w$BW.json"); done
+  python3 tools/times_table.py "$t w$BW" "${cols[@]}"
+done > "$R/times.txt" 2>&1
 { cat "$R/machine.txt"; for row in "${ROWS[@]}"; do echo "$row"; done; cat "$R/times.txt"; } | tee "$R/summary.txt"
 tar -C "$OUTD" -czf "$OUTD/quick.tar.gz" quick && cp "$R/summary.txt" "$OUTD/summary.txt" && rm -rf "$R"

@@ -952,11 +952,10 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * for one-CTA calls: with several CTAs it measured slower (docs/tuning.md, finding 15); only a
    * one-CTA call releases its dependents early. (last_lean_grid is this communicator's: another
    * communicator on the same stream is covered by pdl_cap's one rank per GPU by default.) */
-  int pdl = lean && dp->pdl_cap && grid == 1 &&
-            (int64_t)(grid + dp->last_lean_grid) * (dp->ranks_here > 0 ? dp->ranks_here : 1) <=
-                dp->sms;
+  int one = lean && grid == 1 && dp->pdl_cap;
+  int pdl = one && (int64_t)(1 + dp->last_lean_grid) * dp->ranks_here <= dp->sms;
   if (lean) dp->last_lean_grid = grid;
-  args.pdl = (pdl ? PL_PDL_WAIT : 0) | (lean && grid == 1 && dp->pdl_cap ? PL_PDL_RELEASE : 0);
+  args.pdl = (pdl ? PL_PDL_WAIT : 0) | (one ? PL_PDL_RELEASE : 0);
   cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
                        : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);

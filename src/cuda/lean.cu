@@ -659,14 +659,10 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   }
 }
 
-/* One instantiation, launched plainly or with programmatic dependent launch. */
+/* One instantiation, with programmatic dependent launch when pdl (the attribute), else plainly. */
 template <int DT, int V, int OP>
 static cudaError_t pl_lean_go(const pl_cuda_args_t *args, int grid, int threads, int pdl,
                               cudaStream_t s) {
-  if (!pdl) {
-    pl_lean_kernel<DT, V, OP><<<grid, threads, 0, s>>>(*args);
-    return cudaGetLastError();
-  }
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -676,7 +672,7 @@ static cudaError_t pl_lean_go(const pl_cuda_args_t *args, int grid, int threads,
   cfg.dynamicSmemBytes = 0;
   cfg.stream = s;
   cfg.attrs = at;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl ? 1 : 0;
   cudaError_t e = cudaLaunchKernelEx(&cfg, pl_lean_kernel<DT, V, OP>, *args);
   (void)cudaGetLastError(); /* returned here, not left for the next launch's check */
   return e;
