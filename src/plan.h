@@ -51,6 +51,12 @@ typedef struct {
                            2: except the V collectives */
   uint64_t lean_pkts;   /* CUDA lean kernel: received packets per thread before adding a CTA */
   uint64_t lean_ctas;   /* CUDA lean kernel: most CTAs of a call */
+  uint64_t direct;      /* CUDA: calls on purlin_mem_alloc buffers above the packet sizes run the
+                           direct kernel (direct.cu) */
+  uint64_t direct_min;  /* CUDA direct kernel: only calls of at least this many bytes (the
+                           nccl-tests size: AllReduce's vector, the gathers' whole output) */
+  uint64_t direct_ctas; /* CUDA direct kernel: most CTAs of a call (1..PL_DIRECT_MAX_CTAS) */
+  uint64_t direct_cta_bytes; /* CUDA direct kernel: a CTA per this many bytes of the call */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page

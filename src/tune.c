@@ -1,7 +1,7 @@
 /* tune.c -- codesign tables: the knobs every rank must agree on, per datapath and world size, with
  * environment overrides (PURLIN_LATENCY_MAX_BYTES, PURLIN_ONESHOT_MAX_BYTES,
  * PURLIN_TWOSHOT_MAX_BYTES, PURLIN_PACKET_BYTES, PURLIN_CHUNK_BYTES, PURLIN_LANES,
- * PURLIN_STAGING_BYTES, PURLIN_THREADS). */
+ * PURLIN_STAGING_BYTES, PURLIN_THREADS, PURLIN_LEAN*, PURLIN_DIRECT*). */
 #include "param.h"
 #include "tune.h"
 
@@ -25,6 +25,10 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->lean = 0; /* CUDA only */
   t->lean_pkts = 0;
   t->lean_ctas = 0;
+  t->direct = 0; /* CUDA only */
+  t->direct_min = 0;
+  t->direct_ctas = 0;
+  t->direct_cta_bytes = 0;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
@@ -52,6 +56,13 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
     t->lean_ctas = 128 / (uint64_t)world > 16 ? 16 : 128 / (uint64_t)world;
     if (t->lean_ctas < 1) t->lean_ctas = 1;
+    /* The direct kernel (docs/tuning.md, finding 17): every call on purlin_mem_alloc buffers that
+     * the lean kernel does not take; as many CTAs as stay resident with every rank's (clamped in
+     * pl_cuda_residency), at most 64, one per 256 KiB of the call */
+    t->direct = 1;
+    t->direct_min = 0;
+    t->direct_ctas = 64;
+    t->direct_cta_bytes = 256 * 1024;
   }
   int64_t v;
   if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
@@ -64,6 +75,10 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   if ((v = pl_param_int(PL_PARAM_LEAN)) >= 0) t->lean = v == 2 ? 2 : v != 0;
   if ((v = pl_param_int(PL_PARAM_LEAN_PKTS)) > 0) t->lean_pkts = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_LEAN_CTAS)) > 0) t->lean_ctas = v > 1024 ? 1024 : (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_DIRECT)) >= 0) t->direct = v != 0;
+  if ((v = pl_param_int(PL_PARAM_DIRECT_MIN_BYTES)) > 0) t->direct_min = (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_DIRECT_CTAS)) > 0) t->direct_ctas = v > 128 ? 128 : (uint64_t)v;
+  if ((v = pl_param_int(PL_PARAM_DIRECT_CTA_BYTES)) > 0) t->direct_cta_bytes = (uint64_t)v;
   if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
     t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
   /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each

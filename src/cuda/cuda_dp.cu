@@ -27,6 +27,7 @@ extern "C" {
 #include "cuda/cuda_int.h"
 #include "cuda/ce.h"
 #include "cuda/lean.h"
+#include "cuda/direct.h"
 #include "cuda/atom_cuda.cuh" /* snac.h needs an atom; the host only uses its pure functions */
 #include "snac/snac.h"
 
@@ -134,6 +135,7 @@ struct pl_cuda_dp {
   pl_cuda_launch_fn launch;
   pl_vmm_t ws;
   pl_vmm_t uflags;           /* user flags of the device API (purlin_device_handle) */
+  pl_vmm_t dflags;           /* the direct kernel's flag tables (direct.h) */
   pl_vmm_t *syms;            /* PL_CUDA_MAX_SYMS, by sym id - 1 */
   pl_cuda_state_t *state;    /* device */
   uint64_t *hdr;             /* device */
@@ -365,6 +367,14 @@ static void pl_cuda_residency(struct purlin_comm *comm) {
             dp->sms, (unsigned long long)lanes, (unsigned long long)lanes);
     comm->tune.lanes = lanes;
   }
+  uint64_t dmax = per < 1 ? 1 : per > PL_DIRECT_MAX_CTAS ? PL_DIRECT_MAX_CTAS : per;
+  if (comm->tune.direct_ctas > dmax || comm->tune.direct_ctas < 1) {
+    if (comm->tune.direct_ctas > dmax && pl_param_int(PL_PARAM_DIRECT_CTAS) > 0)
+      PL_WARN("direct CTAs %llu: %d ranks share a GPU of %d SMs; using %llu",
+              (unsigned long long)comm->tune.direct_ctas, dp->ranks_here, dp->sms,
+              (unsigned long long)dmax);
+    comm->tune.direct_ctas = dmax;
+  }
   if (comm->tune.lean_ctas > ctas) {
     PL_WARN("lean CTAs %llu: %d ranks share a GPU of %d SMs; using %llu",
             (unsigned long long)comm->tune.lean_ctas, dp->ranks_here, dp->sms,
@@ -480,6 +490,7 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     pl_cuda_geom(comm, staging_bytes);
     if ((st = pl_vmm_create(comm, &dp->ws, comm->geom.total))) break;
     if ((st = pl_vmm_create(comm, &dp->uflags, PL_DEV_FLAGS_BYTES))) break;
+    if ((st = pl_vmm_create(comm, &dp->dflags, PL_DIRECT_FLAG_BYTES))) break;
     for (int r = 0; r < comm->world; r++)
       comm->ws[r] = (char *)(uintptr_t)(dp->ws.va + (CUdeviceptr)r * dp->ws.size);
     /* one header array per main lane (each CTA reads every header into its own) */
@@ -495,6 +506,8 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     PL_TRY_(cudaMemset(comm->ws[comm->rank], 0, comm->geom.total))
     PL_TRY_(cudaMemset((void *)(uintptr_t)(dp->uflags.va + (CUdeviceptr)comm->rank * dp->uflags.size), 0,
                        PL_DEV_FLAGS_BYTES))
+    PL_TRY_(cudaMemset((void *)(uintptr_t)(dp->dflags.va + (CUdeviceptr)comm->rank * dp->dflags.size), 0,
+                       PL_DIRECT_FLAG_BYTES))
     PL_TRY_(cudaMalloc((void **)&dp->state, sizeof(pl_cuda_state_t)))
     PL_TRY_(cudaMemset(dp->state, 0, sizeof(pl_cuda_state_t)))
     PL_TRY_(cudaMalloc((void **)&dp->hdr, hdr_bytes))
@@ -552,6 +565,7 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
     if (dp->syms[i].reserved || dp->syms[i].h[comm->rank]) pl_vmm_free(dp, &dp->syms[i], comm->world);
   pl_vmm_free(dp, &dp->ws, comm->world);
   pl_vmm_free(dp, &dp->uflags, comm->world);
+  pl_vmm_free(dp, &dp->dflags, comm->world);
   for (int r = 0; r < PL_MAX_WORLD; r++) comm->ws[r] = NULL;
   cudaFree(dp->state);
   cudaFree(dp->hdr);
@@ -930,8 +944,30 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
     grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }
+  /* Calls on purlin_mem_alloc buffers that the lean kernel does not take run the direct kernel
+   * (direct.cu): every rank's CTA c reads part c of its peers' buffers; a CTA per direct_cta_bytes
+   * of the call, at most direct_ctas (the same on every rank: the call's size is agreed). A rank
+   * whose buffers are not peer-mapped runs SNAC's kernel, and every rank reports MISMATCH on
+   * "zero-copy buffers" (the header's PL_HDR_DIRECT). */
+  int direct = 0;
+  if (!lean && comm->tune.direct && x->zc_send && (call->coll != PL_COLL_ALL_REDUCE || x->zc_recv) &&
+      pl_direct_coll(call->coll, in_place, dcounts)) {
+    uint64_t S = call->count * call->esize; /* nccl-tests' size */
+    if (call->coll == PL_COLL_ALL_GATHER_V || call->coll == PL_COLL_REDUCE_SCATTER_V)
+      for (int d = (int)(S = 0); d < call->world; d++) S += args.v[2][d] * call->esize;
+    else if (call->coll != PL_COLL_ALL_REDUCE)
+      S *= (uint64_t)call->world;
+    if (S >= comm->tune.direct_min) {
+      uint64_t per = comm->tune.direct_cta_bytes ? comm->tune.direct_cta_bytes : 1;
+      uint64_t want = (S + per - 1) / per;
+      direct = 1;
+      grid = want < 1 ? 1 : want > comm->tune.direct_ctas ? (int)comm->tune.direct_ctas : (int)want;
+      threads = PL_DIRECT_THREADS;
+    }
+  }
   PL_TRACE("%s: count %llu: %s kernel, %d CTAs of %d threads", pl_coll_name(call->coll),
-           (unsigned long long)call->count, lean ? "lean packet" : "SNAC", grid, threads);
+           (unsigned long long)call->count, direct ? "direct" : lean ? "lean packet" : "SNAC",
+           grid, threads);
   if (!dcounts) x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
   args.hdr = dp->hdr;
@@ -943,6 +979,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.backoff_ns = (uint32_t)comm->tune.backoff_ns;
   args.ar_per = call->coll == PL_COLL_ALL_REDUCE
                     ? pl_ar_shard_per(call->count, call->esize, call->world) : 0;
+  args.dflags = (char *)(uintptr_t)dp->dflags.va;
+  args.dflags_stride = dp->dflags.size;
   pl_dev_enter(comm, &g);
   /* Programmatic dependent launch (sm_90+): this kernel may start while the stream's previous
    * kernel finishes (a lean kernel lets its dependents start once its packets are pushed); it
@@ -956,8 +994,9 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   int pdl = one && (int64_t)(1 + dp->last_lean_grid) * dp->ranks_here <= dp->sms;
   if (lean) dp->last_lean_grid = grid;
   args.pdl = (pdl ? PL_PDL_WAIT : 0) | (one ? PL_PDL_RELEASE : 0);
-  cudaError_t e = lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
-                       : dp->launch(&args, grid, threads, (cudaStream_t)stream);
+  cudaError_t e = direct ? pl_cuda_direct_launch(&args, grid, (cudaStream_t)stream)
+                  : lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
+                         : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);
   comm->epoch++;
   if (e != cudaSuccess)

@@ -82,6 +82,9 @@ typedef struct {
   uint64_t ar_per;             /* AllReduce: elements per shard (pl_ar_shard_per), so that the lean
                                   kernel's prologue divides nothing */
   int pdl;                     /* lean kernel: PL_PDL_* bits */
+  char *dflags;                /* direct kernel: rank q's flag table at dflags + q * dflags_stride
+                                  (direct.h) */
+  uint64_t dflags_stride;
 } pl_cuda_args_t;
 #define PL_PDL_WAIT 1    /* launched with programmatic dependent launch: griddepcontrol.wait */
 #define PL_PDL_RELEASE 2 /* the stream's next lean kernel may be: release it early */

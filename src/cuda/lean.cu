@@ -19,6 +19,7 @@
 #include "cuda/atom_cuda.cuh"
 #include "snac/snac.h"
 #include "cuda/report.cuh"
+#include "cuda/acc.cuh"
 #include "cuda/lean.h"
 
 /* ---- host side: which calls, how many packets ------------------------------------------------ */
@@ -67,62 +68,6 @@ uint64_t pl_lean_work_packets(const pl_snac_t *x) {
   }
   if (!pl_coll_is_reduce(c->coll)) self = pl_gather_bytes_recv(c, r) / 8; /* a copy, by words */
   return in > out ? (in > self ? in : self) : (out > self ? out : self);
-}
-
-/* ---- element math in registers --------------------------------------------------------------- */
-
-/* Accumulator family of a dtype: 0 f32 (every float narrower than f64), 1 f64, 2 signed, 3
- * unsigned (dev_core.cuh's pl_rv_* helpers do each family's conversions, as SNAC's reductions). */
-#define PL_LEAN_FAM_(dt)                                                                           \
-  ((dt) == PURLIN_F64                                                       ? 1                    \
-   : (dt) == PURLIN_I8 || (dt) == PURLIN_I32 || (dt) == PURLIN_I64         ? 2                    \
-   : (dt) == PURLIN_U8 || (dt) == PURLIN_U32 || (dt) == PURLIN_U64         ? 3                    \
-                                                                            : 0)
-
-/* The accumulators of one packet's elements (8 bytes: 1 to 8 elements); only DT's family's array
- * is used, and it lives in registers (every index is a constant after unrolling). */
-typedef struct {
-  float f[8];
-  double d;
-  int64_t i[8];
-  uint64_t u[8];
-} pl_lacc_t;
-
-/* Feed the elements of word v (one source's packet) to the accumulators: the first source sets
- * them, later ones go through op, as PL_DR_*_ and pl_reduce_elems do per element. */
-template <int DT> PL_DEV void pl_lacc_put(pl_lacc_t *a, uint64_t v, int op, int first) {
-  const int EB = PL_RV_EB_(DT), E = 64 / EB, F = PL_LEAN_FAM_(DT);
-#pragma unroll
-  for (int j = 0; j < E; j++) {
-    uint64_t c = EB == 64 ? v : v >> (EB * j) & pl_rv_mask(EB);
-    if (F == 0) {
-      float x = pl_rv_in_f(DT, c);
-      a->f[j] = first ? x : pl_opf(op, a->f[j], x);
-    } else if (F == 1) {
-      double x = pl_rv_in_d(DT, c);
-      a->d = first ? x : pl_opd(op, a->d, x);
-    } else if (F == 2) {
-      int64_t x = pl_rv_in_i(DT, c);
-      a->i[j] = first ? x : pl_opi(op, a->i[j], x);
-    } else {
-      uint64_t x = pl_rv_in_u(DT, c);
-      a->u[j] = first ? x : pl_opu(op, a->u[j], x);
-    }
-  }
-}
-/* The reduced word (AVG divided by `divisor`), elements converted back to DT. */
-template <int DT> PL_DEV uint64_t pl_lacc_get(const pl_lacc_t *a, int op, int divisor) {
-  const int EB = PL_RV_EB_(DT), E = 64 / EB, F = PL_LEAN_FAM_(DT);
-  uint64_t v = 0;
-#pragma unroll
-  for (int j = 0; j < E; j++) {
-    uint64_t c = F == 0   ? pl_rv_out_f(DT, op, a->f[j], divisor)
-                 : F == 1 ? pl_rv_out_d(DT, op, a->d, divisor)
-                 : F == 2 ? pl_rv_out_i(DT, op, a->i[j], divisor)
-                          : pl_rv_out_u(DT, op, a->u[j], divisor);
-    v |= EB == 64 ? c : (c & pl_rv_mask(EB)) << (EB * j);
-  }
-  return v;
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
@@ -619,7 +564,9 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         }
       }
       if (st) pl_lean_fail(&sh, st, tid, "the call's header");
-      else if (((a ^ myh0) & 0xffffffffffffull) || (!V && n != c->count)) pl_lean_mis(&sh);
+      else if (((a ^ myh0) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ||
+               (!V && n != c->count))
+        pl_lean_mis(&sh); /* the fields, the count, a direct peer (this kernel is not) */
       else if (V && blockIdx.x == 0 && tid != r && (a >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
         pl_lean_zc_done(X, &sh, tid, r, f1);
     }

@@ -42,9 +42,12 @@ static const char *const k_coll[C_COUNT] = {"ar", "ag", "rs", "a2a", "agv", "rsv
 static int coll_reduces(int c) { return c == C_AR || c == C_RS || c == C_RSV; }
 static int coll_is_v(int c) { return c >= C_AGV; }
 
-/* Buffers: d = cudaMalloc, m = purlin_mem_alloc; u = offset by one element (unaligned). */
-enum { B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_COUNT };
-static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm", "out:dm", "in:d", "in:m", "out:dd:u"};
+/* Buffers: d = cudaMalloc, m = purlin_mem_alloc; u = offset by one element (unaligned); mm:u: the
+ * send buffer offset by 1 + rank % 3 elements, so that ranks' blocks differ in alignment (the
+ * direct kernel's copies between them take its 16-byte, 4-byte and byte paths). */
+enum { B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_MM_U, B_COUNT };
+static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm", "out:dm", "in:d",
+                                           "in:m",   "out:dd:u", "out:mm:u"};
 static int buf_inplace(int b) { return b == B_IN_D || b == B_IN_M; }
 
 typedef struct {
@@ -357,10 +360,12 @@ static purlin_status_t launch(const case_t *c, const lay_t *L, const void *s, vo
 static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, char **base,
                     size_t *base_elems) {
   size_t es = pl_dtype_bytes(c->dtype);
-  int mem = c->buf == B_OUT_MM || c->buf == B_IN_M;
+  int mem = c->buf == B_OUT_MM || c->buf == B_IN_M || c->buf == B_OUT_MM_U;
   char *sbuf = mem ? g_sym[0] : g_dev[0];
-  char *rbuf = (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M) ? g_sym[1] : g_dev[1];
+  char *rbuf = (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M ||
+                c->buf == B_OUT_MM_U) ? g_sym[1] : g_dev[1];
   if (c->buf == B_OUT_DD_U) sbuf += es, rbuf += es;
+  if (c->buf == B_OUT_MM_U) sbuf += es * (size_t)(1 + g_rank % 3), rbuf += es;
   if (!buf_inplace(c->buf)) {
     *send = sbuf;
     *recv = rbuf;
@@ -429,7 +434,7 @@ static void run_case(const case_t *c) {
   buffers(c, L, &send, &recv, &base, &base_elems);
   describe(c, d, sizeof d);
   size_t my_in = L->send_elems[g_rank];
-  if ((base_elems + 1) * es > g_pool_bytes || (my_in + 1) * es > g_pool_bytes) {
+  if ((base_elems + 4) * es > g_pool_bytes || (my_in + 4) * es > g_pool_bytes) {
     fprintf(stderr, "gpu_test: case %s does not fit the pool\n", d);
     exit(2);
   }
@@ -523,12 +528,31 @@ static void matrix(int quick, int big) {
   g_skew = 400000;
   for (int b = 0; b < B_COUNT; b++) add(C_A2AV, PURLIN_BF16, PURLIN_SUM, 0, 700, b, b & 1);
   g_skew = 0;
+  /* The direct kernel (zero copy on purlin_mem_alloc buffers, above the packet sizes): every
+   * collective it takes, out of place, in place, unaligned, three dtypes, both modes */
+  static const int dbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U};
+  for (int coll = 0; coll < C_COUNT; coll++)
+    for (int b = 0; b < 3; b++) {
+      if (coll == C_A2AV || (coll == C_A2A && dbufs[b] == B_IN_M)) continue; /* not direct */
+      size_t n = 1500000 / (coll == C_AR ? 1 : g_world) + 17;
+      add(coll, PURLIN_BF16, PURLIN_SUM, 0, n, dbufs[b], b & 1);
+      add(coll, PURLIN_F32, PURLIN_SUM, 1, n / 2 + 3, dbufs[b], (b + 1) & 1);
+      if (coll_reduces(coll)) add(coll, PURLIN_I32, PURLIN_MAX, 1, n / 3, dbufs[b], 0);
+      if (coll_reduces(coll) && b == 0) {
+        add(coll, PURLIN_FP8_E4M3, PURLIN_SUM, 1, n, dbufs[b], 0);
+        add(coll, PURLIN_F64, PURLIN_AVG, 1, n / 4, dbufs[b], 0);
+        add(coll, PURLIN_U8, PURLIN_MIN, 1, n, dbufs[b], 0);
+      }
+    }
   /* back-to-back without checking in between is covered by the graph test; here: large */
   if (big) {
     size_t n64 = ((size_t)64 << 20) / 4; /* 64 MiB of f32 per buffer */
     add(C_AR, PURLIN_F32, PURLIN_SUM, 1, n64, B_OUT_DD, 0);
     add(C_AR, PURLIN_BF16, PURLIN_SUM, 0, n64 * 2, B_IN_M, 0);
     add(C_AR, PURLIN_F32, PURLIN_SUM, 1, n64, B_OUT_MM, 0);
+    add(C_AG, PURLIN_BF16, PURLIN_SUM, 0, n64 * 2 / g_world, B_OUT_MM, 0);
+    add(C_RS, PURLIN_F32, PURLIN_SUM, 1, n64 / g_world, B_IN_M, 0);
+    add(C_A2A, PURLIN_BF16, PURLIN_SUM, 0, n64 * 2 / g_world, B_OUT_MM, 0);
     add(C_AG, PURLIN_F32, PURLIN_SUM, 0, n64 / g_world, B_OUT_DD, 0);
     add(C_RS, PURLIN_BF16, PURLIN_SUM, 1, n64 * 2 / g_world, B_OUT_DD, 0);
     add(C_A2A, PURLIN_F32, PURLIN_SUM, 0, n64 / g_world, B_IN_D, 0);
@@ -562,8 +586,11 @@ static void tiny(void) {
 
 /* ---- CUDA graph: 128 calls captured once, replayed 100 times --------------------------------- */
 
-static void graph_test(void) {
-  enum { NCALL = 128, NCFG = 8, REPLAYS = 100 };
+/* sym: inputs and outputs in the purlin_mem_alloc pools (zero copy: the direct kernel for the
+ * calls above the packet sizes), 32 calls. */
+static void graph_test(int sym) {
+  enum { MAXCALL = 128, NCFG = 8, REPLAYS = 100 };
+  const int NCALL = sym ? 32 : MAXCALL;
   case_t cfg[NCFG] = {
       {C_AR, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, 0, 1000, 0},
       {C_AR, PURLIN_BF16, PURLIN_SUM, 1, B_OUT_DD, 0, 70000, 0},
@@ -575,7 +602,7 @@ static void graph_test(void) {
       {C_RSV, PURLIN_F32, PURLIN_SUM, 1, B_OUT_DD, 0, 9000, 0},
   };
   lay_t *L = malloc(sizeof(lay_t) * NCFG);
-  size_t out_off[NCALL], out_bytes[NCFG], in_off[NCFG], total = 0, in_total = 0;
+  size_t out_off[MAXCALL], out_bytes[NCFG], in_off[NCFG], total = 0, in_total = 0;
   char *inputs, *outputs, *exp_all;
   for (int k = 0; k < NCFG; k++) {
     cfg[k].key = mix(g_seed * 7919 + (uint64_t)k);
@@ -589,8 +616,19 @@ static void graph_test(void) {
     out_off[i] = total;
     total += out_bytes[i % NCFG];
   }
-  CK(cudaMalloc((void **)&inputs, in_total + 256));
-  CK(cudaMalloc((void **)&outputs, total + 256));
+  if (sym && (in_total + 256 > g_pool_bytes || total + 256 > g_pool_bytes)) {
+    fail_line("graph (purlin_mem_alloc buffers): %zu + %zu bytes do not fit the pools", in_total,
+              total);
+    free(L);
+    return;
+  }
+  if (sym) {
+    inputs = g_sym[0];
+    outputs = g_sym[1];
+  } else {
+    CK(cudaMalloc((void **)&inputs, in_total + 256));
+    CK(cudaMalloc((void **)&outputs, total + 256));
+  }
   char *host = malloc(total), *exp = malloc(total);
   exp_all = exp;
   for (int k = 0; k < NCFG; k++) {
@@ -653,15 +691,17 @@ static void graph_test(void) {
     else g_pass++;
   }
   if (g_rank == 0)
-    printf("gpu_test: graph: %d calls x %d replays in %.2f s, %d bad replays\n", NCALL, REPLAYS,
-           now_s() - t0, bad_replays);
+    printf("gpu_test: graph%s: %d calls x %d replays in %.2f s, %d bad replays\n",
+           sym ? " (purlin_mem_alloc buffers)" : "", NCALL, REPLAYS, now_s() - t0, bad_replays);
   /* eager calls still agree on the epoch after the replays */
   add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 12345, B_OUT_DD, 0);
   add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 100000, B_OUT_MM, 0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaFree(inputs);
-  cudaFree(outputs);
+  if (!sym) {
+    cudaFree(inputs);
+    cudaFree(outputs);
+  }
   free(host);
   free(exp);
   free(L);
@@ -898,6 +938,26 @@ static int fault_mismatch(void) {
   }
   add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 300000 / g_world, B_OUT_DD, 0);
   add(C_AGV, PURLIN_F32, PURLIN_SUM, 1, 5000, B_OUT_MM, 1);
+  /* zero copy on some ranks only, above the packet sizes: rank 0 passes purlin_mem_alloc buffers
+   * (the direct kernel), the others cudaMalloc ones (SNAC's kernel): every rank must report
+   * MISMATCH on "zero-copy buffers" (unless PURLIN_DIRECT=0 or PURLIN_ZERO_COPY=0 turn it off) */
+  const char *dv = getenv("PURLIN_DIRECT"), *zv = getenv("PURLIN_ZERO_COPY");
+  if (!(dv && atoi(dv) == 0) && !(zv && atoi(zv) == 0)) {
+    int m = g_rank == 0;
+    st = purlin_all_reduce(m ? g_sym[0] : g_dev[0], m ? g_sym[1] : g_dev[1], 1 << 20, PURLIN_F32,
+                           PURLIN_SUM, g_comm, g_stream, NULL);
+    CK(cudaStreamSynchronize(g_stream));
+    purlin_comm_get_async_error(g_comm, &ast);
+    const char *msg = purlin_comm_last_error(g_comm);
+    if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH || !strstr(msg, "zero-copy buffers")) {
+      fail_line("mismatch (zero copy on rank 0 only): launch %s, async %s (expected OK, MISMATCH "
+                "naming zero-copy buffers): %s", purlin_status_name(st), purlin_status_name(ast),
+                msg);
+      return 1;
+    }
+    if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", msg);
+    add(C_AR, PURLIN_BF16, PURLIN_SUM, 1, 1500000, B_OUT_MM, 0);
+  }
   for (int coll = C_AGV; coll <= C_A2AV; coll++)
     if (!(g_no_a2av && coll == C_A2AV) && vmismatch(coll)) return 1;
   g_pass++;
@@ -1037,7 +1097,10 @@ int main(int argc, char **argv) {
     huge();
   } else {
     matrix(quick, big);
-    if (graph) graph_test();
+    if (graph) {
+      graph_test(0);
+      graph_test(1);
+    }
   }
   for (int k = 0; k < 2 && !(fault && !strncmp(fault, "kill", 4)); k++) { /* after a death: aborted */
     PK(purlin_mem_free(g_comm, g_sym[k]));

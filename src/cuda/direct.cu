@@ -1,0 +1,459 @@
+/* direct.cu -- the direct kernel: SNAC's zero-copy throughput regime as a kernel of its own, for
+ * calls whose buffers every rank got from purlin_mem_alloc (peer-mapped), above the packet sizes.
+ *
+ * Stage: nothing (the data stay in the callers' buffers). Notify: CTA 0 pushes this rank's SNAC
+ * header (the same words and packets as SNAC's and the lean kernel's, with PL_HDR_DIRECT) into
+ * every peer's window; every CTA takes every peer's header from its own window (its arrival: the
+ * peer's stream has reached the call, so its input is ready), checks them all (the same verdict as
+ * pl_snac_hdr_check, which names the field on a mismatch) and finds each peer's buffers through the
+ * device table of purlin_mem_alloc buffers. Consume: CTA c of every rank handles part c of every
+ * block (pl_direct_part: the same split on every rank), 16-byte loads that bypass L1 (ld.global.cg),
+ * eight in flight per thread for a copy and 2 per source for a reduction:
+ *  - AllGather(V), AllToAll: copy part c of every peer's block for me from its buffer into mine;
+ *  - ReduceScatter(V): reduce part c of my shard from every rank's input, in ascending rank order;
+ *  - AllReduce: the same for my shard (into my output), then a flag per CTA pair (4 e + 2: "my part
+ *    c is reduced"), then copy part c of every peer's reduced shard from its output into mine.
+ * Done: CTA c tells CTA c of every peer that it has read everything it reads of that peer's
+ * buffers (4 e + 3, the flag table, direct.h) and waits for the same from each; only then may the
+ * caller reuse them. Reductions use acc.cuh's accumulators (the lean kernel's, the same bits).
+ *
+ * Why a kernel of its own: SNAC's kernel keeps ~32 KiB in flight per CTA in its atoms and runs 2
+ * CTAs per lane, so its zero-copy path measured 1.9-3.1x the copy floor at 64 MiB-1 GiB
+ * (docs/tuning.md, finding 17); this one keeps 64-128 KiB in flight per CTA on every SM it is
+ * given, and its control flow is three flag exchanges per call. The idea of reading peers' user
+ * buffers directly follows NCCL's symmetric-memory kernels (ncclCommWindowRegister) and the
+ * IPC-based custom all-reduce of vLLM and TensorRT-LLM; the code is purlin's. */
+#include "cuda/atom_cuda.cuh"
+#include "snac/snac.h"
+#include "cuda/report.cuh"
+#include "cuda/acc.cuh"
+#include "cuda/direct.h"
+
+int pl_direct_coll(int coll, int in_place, int counts_dev) {
+  if (counts_dev) return 0;
+  switch (coll) {
+  case PL_COLL_ALL_REDUCE:
+  case PL_COLL_ALL_GATHER:
+  case PL_COLL_REDUCE_SCATTER:
+  case PL_COLL_ALL_GATHER_V:
+  case PL_COLL_REDUCE_SCATTER_V: return 1;
+  case PL_COLL_ALL_TO_ALL: return !in_place;
+  default: return 0;
+  }
+}
+
+#define PL_DIRECT_UNROLL 8 /* copies: 16-byte loads in flight per thread */
+/* reductions: 16-byte vectors per source per thread, 1 for 1-byte types (16 accumulators per
+ * vector: 2 spilled) */
+#define PL_DIRECT_RED_U(DT) (PL_RV_EB_(DT) == 8 ? 1 : 2)
+
+/* A CTA's shared state: the call's per-peer pointers, computed once by threads 0..world-1. */
+typedef struct {
+  const char *src[PL_MAX_WORLD];  /* gathers: peer s's block for me (its buffer); reductions: rank
+                                     s's input for my shard */
+  char *dst[PL_MAX_WORLD];        /* gathers: where block s lands in my output */
+  uint64_t bytes[PL_MAX_WORLD];   /* gathers: block s's bytes */
+  const char *src2[PL_MAX_WORLD]; /* AllReduce: rank s's reduced shard, in its output */
+  char *dst2[PL_MAX_WORLD];       /* AllReduce: where it lands in mine */
+  uint64_t bytes2[PL_MAX_WORLD];  /* its bytes */
+  char *red_dst;                  /* reductions: my shard in my output */
+  uint64_t red_bytes;             /* its bytes */
+  uint64_t v[4][PL_MAX_WORLD];    /* V: scounts, sdispls, rcounts, rdispls (the host's copies) */
+  pl_snac_t x;                    /* the call (V pointers into v), for the header and failures */
+  uint64_t epoch;
+  volatile int stop;              /* a wait failed or the headers disagree: the rest stops */
+  int err, err_peer, mis, aborted;
+  unsigned misalign;              /* reductions: some pointer is not 16-byte aligned */
+  const char *err_what;
+} pl_direct_sh_t;
+
+/* This CTA's bytes [*lo, *hi) of a b-byte block: 128-byte aligned (L2 lines), so that no CTA's
+ * part shares a line with another's; the last CTA takes the tail. */
+PL_DEV void pl_direct_part(uint64_t b, uint64_t *lo, uint64_t *hi) {
+  uint64_t c = blockIdx.x, g = gridDim.x;
+  uint64_t l = (b * c / g) & ~(uint64_t)127, h = c == g - 1 ? b : (b * (c + 1) / g) & ~(uint64_t)127;
+  *lo = l < b ? l : b;
+  *hi = h < *lo ? *lo : h;
+}
+
+PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *what) {
+  if (st == PL_WAIT_GROUP) return; /* another thread's failure: recorded there */
+  if (atomicCAS(&sh->err, 0, st) == 0) {
+    sh->err_peer = st == PURLIN_ERR_TIMEOUT ? peer : -1;
+    sh->err_what = what;
+  }
+  atomicExch((int *)&sh->stop, 1);
+}
+
+/* Copy bytes from src to dst with the CTA's threads, every load through L2 only (a peer's output
+ * read after its flag must not hit a line this SM cached earlier): 16-byte vectors, UNROLL in
+ * flight per thread, when dst and src agree modulo 16; else 4-byte words or bytes. */
+#define PL_DIRECT_LOOP_(T, d, s, n, tid, nt)                                                       \
+  do {                                                                                             \
+    const T *s_ = (const T *)(s);                                                                  \
+    T *d_ = (T *)(d);                                                                              \
+    uint64_t n_ = (n), nt_ = (nt), i_ = (tid);                                                     \
+    for (; i_ + (PL_DIRECT_UNROLL - 1) * nt_ < n_; i_ += PL_DIRECT_UNROLL * nt_) {                 \
+      T v_[PL_DIRECT_UNROLL];                                                                      \
+      _Pragma("unroll") for (int u_ = 0; u_ < PL_DIRECT_UNROLL; u_++) v_[u_] =                     \
+          __ldcg(s_ + i_ + (uint64_t)u_ * nt_);                                                    \
+      _Pragma("unroll") for (int u_ = 0; u_ < PL_DIRECT_UNROLL; u_++) d_[i_ + (uint64_t)u_ * nt_] = \
+          v_[u_];                                                                                  \
+    }                                                                                              \
+    for (; i_ < n_; i_ += nt_) d_[i_] = __ldcg(s_ + i_);                                           \
+  } while (0)
+
+static __device__ __noinline__ void pl_direct_copy_slow(char *dst, const char *src, uint64_t bytes) {
+  uint64_t tid = threadIdx.x, nt = blockDim.x;
+  if ((((uintptr_t)dst ^ (uintptr_t)src) & 3) == 0) {
+    uint64_t head = (4 - ((uintptr_t)dst & 3)) & 3;
+    if (head > bytes) head = bytes;
+    uint64_t body = (bytes - head) / 4;
+    for (uint64_t i = tid; i < head; i += nt) dst[i] = (char)__ldcg((const signed char *)src + i);
+    PL_DIRECT_LOOP_(uint32_t, dst + head, src + head, body, tid, nt);
+    for (uint64_t i = head + 4 * body + tid; i < bytes; i += nt)
+      dst[i] = (char)__ldcg((const signed char *)src + i);
+    return;
+  }
+  PL_DIRECT_LOOP_(unsigned char, dst, src, bytes, tid, nt);
+}
+
+PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
+  if (!bytes) return;
+  if (((uintptr_t)dst ^ (uintptr_t)src) & 15) {
+    pl_direct_copy_slow(dst, src, bytes);
+    return;
+  }
+  uint64_t tid = threadIdx.x, nt = blockDim.x;
+  uint64_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+  if (head > bytes) head = bytes;
+  uint64_t body = (bytes - head) / 16;
+  if (tid < head) dst[tid] = (char)__ldcg((const signed char *)src + tid);
+  PL_DIRECT_LOOP_(uint4, dst + head, src + head, body, tid, nt);
+  uint64_t t = head + 16 * body + tid;
+  if (t < bytes) dst[t] = (char)__ldcg((const signed char *)src + t);
+}
+
+/* Word i (8 bytes, fewer at the end) of a reduction's input at any alignment, through L2. */
+PL_DEV uint64_t pl_direct_word(const char *p, uint64_t bytes, uint64_t i) {
+  uint64_t n = bytes - 8 * i < 8 ? bytes - 8 * i : 8, d = 0;
+  p += 8 * i;
+  if (n == 8 && !((uintptr_t)p & 7)) return __ldcg((const unsigned long long *)p);
+  for (uint64_t k = 0; k < n; k++) d |= (uint64_t)__ldcg((const unsigned char *)p + k) << (8 * k);
+  return d;
+}
+
+/* Reduce bytes [lo, hi) of my shard from every rank's input (sh->src[s] + lo, s ascending) into
+ * sh->red_dst + lo. Fast path: every pointer 16-byte aligned, U vectors per source per thread,
+ * sources 8 at a time (all 8 loads issued before the first is used); else word by word. */
+template <int DT, int OP>
+PL_DEV void pl_direct_reduce(pl_direct_sh_t *sh, int w, int op, uint64_t lo, uint64_t hi) {
+  const uint64_t tid = threadIdx.x, nt = blockDim.x, b = hi - lo;
+  constexpr int U = PL_DIRECT_RED_U(DT);
+  char *dst = sh->red_dst + lo;
+  uint64_t nvec = sh->misalign ? 0 : b / 16, done = 16 * nvec;
+  for (uint64_t i0 = tid; i0 < nvec; i0 += U * nt) {
+    pl_lacc_t acc[U][2];
+    for (int s0 = 0; s0 < w; s0 += 8) {
+      uint4 v[8][U];
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if (s0 + u < w) {
+          const uint4 *p = (const uint4 *)(sh->src[s0 + u] + lo);
+#pragma unroll
+          for (int k = 0; k < U; k++)
+            if (i0 + k * nt < nvec) v[u][k] = __ldcg(p + i0 + k * nt);
+        }
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if (s0 + u < w) {
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            uint64_t w0 = (uint64_t)v[u][k].y << 32 | v[u][k].x;
+            uint64_t w1 = (uint64_t)v[u][k].w << 32 | v[u][k].z;
+            pl_lacc_put<DT>(&acc[k][0], w0, op, s0 + u == 0);
+            pl_lacc_put<DT>(&acc[k][1], w1, op, s0 + u == 0);
+          }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < U; k++)
+      if (i0 + k * nt < nvec) {
+        uint64_t w0 = pl_lacc_get<DT>(&acc[k][0], op, w), w1 = pl_lacc_get<DT>(&acc[k][1], op, w);
+        ((uint4 *)dst)[i0 + k * nt] =
+            make_uint4((uint32_t)w0, (uint32_t)(w0 >> 32), (uint32_t)w1, (uint32_t)(w1 >> 32));
+      }
+  }
+  /* the rest (all of it when misaligned): word by word */
+  const uint64_t rb = b - done, nw = (rb + 7) / 8;
+  for (uint64_t j = tid; j < nw; j += nt) {
+    pl_lacc_t acc;
+    for (int s = 0; s < w; s++)
+      pl_lacc_put<DT>(&acc, pl_direct_word(sh->src[s] + lo + done, rb, j), op, s == 0);
+    pl_pkt_unpack(dst + done, rb, j, pl_lacc_get<DT>(&acc, op, w));
+  }
+}
+
+/* The direct flag of CTA c in rank q's table, written by rank s. */
+PL_DEV uint64_t *pl_direct_flag(const pl_cuda_args_t *a, int q, int s) {
+  return (uint64_t *)(a->dflags + (uint64_t)q * a->dflags_stride) +
+         (uint64_t)blockIdx.x * PL_MAX_WORLD + (uint64_t)s;
+}
+
+/* Flag exchange of this CTA with CTA c of every peer: thread t < world publishes v into peer t's
+ * table, then waits until peer t has published v (or more) into mine. */
+PL_DEV void pl_direct_sync(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r, uint64_t v,
+                           const pl_wait_t *wt, const char *what) {
+  __syncthreads(); /* this CTA's accesses of the phase are done before any flag goes out */
+  int t = threadIdx.x;
+  if (t < w && t != r && !sh->stop) {
+    pl_st_release_sys(pl_direct_flag(a, t, r), v);
+    int st = pl_wait_flag(pl_direct_flag(a, r, t), v, PL_READY_GE, wt);
+    if (st) pl_direct_fail(sh, st, t, what);
+  }
+  __syncthreads();
+}
+
+/* Peer s's buffer (id, offset) in the device table of purlin_mem_alloc buffers, mapped here;
+ * NULL if there is none. */
+PL_DEV const char *pl_direct_peer(const pl_cuda_args_t *a, int w, int s, uint64_t id,
+                                  uint64_t off) {
+  if (!id || id > PL_CUDA_MAX_SYMS) return NULL;
+  const uint64_t *e = a->symtab + (id - 1) * (1 + (uint64_t)w);
+  return e[1 + s] ? (const char *)e[1 + s] + off : NULL;
+}
+
+/* Threads 0..world-1 after the headers agree: thread s finds what this rank reads of rank s (h:
+ * its header) and where it goes. Returns 0, or 1 when a peer's buffer is not in this rank's
+ * table. */
+template <int RED>
+PL_DEV int pl_direct_resolve(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const uint64_t *h,
+                             int w, int r, int s) {
+  const pl_snac_t *X = &a->x;
+  const pl_call_t *c = &sh->x.c;
+  const uint64_t es = c->esize, n = c->count;
+  const char *send = s == r ? X->send : pl_direct_peer(a, w, s, h[2], h[3]);
+  if (!send) return 1;
+  if (!RED) {
+    uint64_t off = c->coll == PL_COLL_ALL_TO_ALL ? (uint64_t)r * n * es : 0;
+    sh->src[s] = send + off;
+    sh->bytes[s] = c->coll == PL_COLL_ALL_GATHER_V ? c->rcounts[s] * es : n * es;
+    sh->dst[s] = X->recv + (c->coll == PL_COLL_ALL_GATHER_V ? c->rdispls[s] * es
+                                                            : (uint64_t)s * n * es);
+    return 0;
+  }
+  uint64_t off;
+  unsigned mis = 0;
+  if (c->coll == PL_COLL_ALL_REDUCE) {
+    const uint64_t b0 = pl_ar_shard_at(a->ar_per, n, r), b1 = pl_ar_shard_at(a->ar_per, n, r + 1);
+    const uint64_t s0 = pl_ar_shard_at(a->ar_per, n, s), s1 = pl_ar_shard_at(a->ar_per, n, s + 1);
+    off = b0 * es;
+    if (s == r) {
+      sh->red_dst = X->recv + off;
+      sh->red_bytes = (b1 - b0) * es;
+      mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
+    } else {
+      const char *recv = pl_direct_peer(a, w, s, h[4], h[5]);
+      if (!recv) return 1;
+      sh->src2[s] = recv + s0 * es;
+      sh->dst2[s] = X->recv + s0 * es;
+      sh->bytes2[s] = (s1 - s0) * es;
+    }
+  } else {
+    /* RS: shard r at r * count in everyone's input; RSV: at rank s's own sdispls[r] (its header) */
+    off = c->coll == PL_COLL_REDUCE_SCATTER ? (uint64_t)r * n * es
+                                            : h[PL_HDR_FIXED + w + r] * es;
+    if (s == r) {
+      sh->red_dst = X->recv;
+      sh->red_bytes = (c->coll == PL_COLL_REDUCE_SCATTER ? n : c->rcounts[r]) * es;
+      mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
+    }
+  }
+  sh->src[s] = send + off;
+  mis |= (unsigned)((uintptr_t)sh->src[s] & 15);
+  if (mis) atomicOr(&sh->misalign, 1u);
+  return 0;
+}
+
+/* Thread 0 of a failed CTA: the verdict on a mismatch (SNAC's check names the field; the other
+ * CTAs stop without recording), the report. */
+static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
+                                                     uint64_t *hdr, const uint64_t *my, int st) {
+  if (st == PURLIN_ERR_MISMATCH && blockIdx.x == 0) {
+    const int w = sh->x.c.world;
+    const uint64_t hw = pl_hdr_words(w);
+    for (uint64_t q = 0; q < hw; q++) hdr[(uint64_t)sh->x.c.rank * hw + q] = my[q];
+    sh->x.hdr = hdr;
+    if (!pl_snac_hdr_check(&sh->x)) pl_snac_mis(&sh->x, "header", -1, 0, 0, 0, 0); /* not reached */
+  }
+  pl_dev_report_x(a, &sh->x, sh->err_peer, sh->err_what, st);
+}
+
+/* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers; OP: the op as a
+ * constant (SUM), -1: the call's. */
+template <int DT, int OP>
+__global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
+    pl_direct_kernel(const __grid_constant__ pl_cuda_args_t args) {
+  __shared__ pl_direct_sh_t sh;
+  __shared__ uint64_t hdr_sh[PL_CUDA_SH_HDR_WORDS];   /* the peers' headers, when they fit */
+  __shared__ uint64_t my[PL_HDR_FIXED + 3 * PL_MAX_WORLD]; /* mine */
+  const pl_snac_t *X = &args.x;
+  const int w = X->c.world, r = X->c.rank, tid = threadIdx.x, nt = blockDim.x;
+  const int coll = X->c.coll, ar = DT >= 0 && coll == PL_COLL_ALL_REDUCE;
+  const uint64_t hw = pl_hdr_words(w);
+  /* else lane 0's slot of the arguments' header array: every CTA writes the same words there */
+  uint64_t *hdr = (uint64_t)w * hw <= PL_CUDA_SH_HDR_WORDS ? hdr_sh : args.hdr;
+  /* prologue: the call into shared memory (its V counts from the arguments' copies), the epoch,
+   * the abort word */
+  {
+    const uint64_t *s = (const uint64_t *)X;
+    uint64_t *d = (uint64_t *)&sh.x;
+    for (unsigned i = tid; i < sizeof(pl_snac_t) / 8; i += nt) d[i] = s[i];
+  }
+  if (pl_coll_is_v(coll))
+    for (int k = tid; k < 4 * w; k += nt) sh.v[k / w][k % w] = args.v[k / w][k % w];
+  if (tid == 0) {
+    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
+    sh.stop = sh.err = sh.mis = 0;
+    sh.err_peer = -1;
+    sh.err_what = NULL;
+    sh.misalign = 0;
+    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
+  }
+  __syncthreads();
+  const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
+  if (tid == 0) {
+    sh.x.epoch = epoch;
+    sh.x.lane = (int)blockIdx.x; /* CTA 0 records a mismatch's verdict (pl_dev_report_x) */
+    sh.x.c.scounts = sh.v[0];
+    sh.x.c.sdispls = sh.v[1];
+    sh.x.c.rcounts = sh.v[2];
+    sh.x.c.rdispls = sh.v[3];
+    pl_snac_hdr_build(&sh.x, my);
+    my[0] |= (uint64_t)PL_HDR_DIRECT << 48;
+  }
+  __syncthreads();
+  pl_ctrl_t *me = (pl_ctrl_t *)X->ws[r];
+  pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
+                  args.timeout_ns, 0, args.backoff_ns};
+  pl_wait_t wh = wd;
+  wh.group = NULL; /* a header wait ends only with its header: the verdict needs every rank's */
+  if (!sh.aborted) {
+    /* notify: CTA 0 pushes my header into my window at every peer */
+    const uint32_t nh = (uint32_t)(w - 1) * (uint32_t)hw;
+    if (blockIdx.x == 0)
+      for (uint32_t k = tid; k < nh; k += nt) {
+        uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
+        int d = r + 1 + (int)j;
+        d = d >= w ? d - w : d;
+        pl_pkt_t *win = (pl_pkt_t *)(X->ws[d] + X->geom.pkt_off +
+                                     (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win);
+        pl_st_pkt(win + q, my[q], f1);
+      }
+    /* every peer's header, from its window here (every CTA: each needs the peers' arrival) */
+    for (uint32_t k = tid; k < nh; k += nt) {
+      uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
+      int s = r + 1 + (int)j;
+      s = s >= w ? s - w : s;
+      const pl_pkt_t *win = (const pl_pkt_t *)(X->ws[r] + X->geom.pkt_off +
+                                               (par * (uint64_t)w + (uint64_t)s) * X->geom.pkt_win);
+      uint64_t v = 0;
+      int st = pl_wait_pkt(win + q, f1, PL_READY_EPOCH, &wh, &v);
+      if (st) pl_direct_fail(&sh, st, s, "the call's header");
+      hdr[(uint64_t)s * hw + q] = v;
+    }
+    /* (every decision that leads to a barrier is taken on __syncthreads_or's uniform answer) */
+    int stop = __syncthreads_or(sh.stop);
+    /* agree: what pl_snac_hdr_check checks, every thread a share (a difference: the verdict
+     * names it on the failure path) */
+    if (!stop) {
+      const uint32_t uw = (uint32_t)w, vc = coll == PL_COLL_ALL_GATHER_V ||
+                                                coll == PL_COLL_REDUCE_SCATTER_V;
+      for (uint32_t k = tid; k < uw + (vc ? uw * uw : 0); k += nt) {
+        int bad;
+        if (k < uw) {
+          const uint64_t *h = k == (uint32_t)r ? my : hdr + (uint64_t)k * hw;
+          bad = ((h[0] ^ my[0]) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ||
+                h[6] != (uint64_t)w || (!vc && h[1] != my[1]) ||
+                (coll == PL_COLL_ALL_GATHER_V && h[1] != my[PL_HDR_FIXED + k]);
+        } else {
+          uint32_t s = (k - uw) / uw, i = (k - uw) - s * uw;
+          bad = s != (uint32_t)r && hdr[(uint64_t)s * hw + PL_HDR_FIXED + i] != my[PL_HDR_FIXED + i];
+        }
+        if (bad) {
+          atomicExch(&sh.mis, 1);
+          atomicExch((int *)&sh.stop, 1);
+        }
+      }
+    }
+    stop = __syncthreads_or(sh.stop);
+    const int mis = sh.mis; /* uniform: set before that barrier only */
+    if (!stop && tid < w) {
+      int bad = pl_direct_resolve<(DT >= 0)>(&args, &sh, tid == r ? my : hdr + (uint64_t)tid * hw,
+                                             w, r, tid);
+      if (bad) pl_direct_fail(&sh, PURLIN_ERR_INTERNAL, tid, "a peer's purlin_mem_alloc buffer");
+    }
+    stop = __syncthreads_or(sh.stop);
+    /* consume */
+    if (!stop) {
+      uint64_t lo, hi;
+      if constexpr (DT < 0) {
+        for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
+          int s = (r + 1 + (int)blockIdx.x + j) % w;
+          if (sh.src[s] == sh.dst[s]) continue; /* my own block, in place */
+          pl_direct_part(sh.bytes[s], &lo, &hi);
+          pl_direct_copy(sh.dst[s] + lo, sh.src[s] + lo, hi - lo);
+        }
+      } else {
+        pl_direct_part(sh.red_bytes, &lo, &hi);
+        pl_direct_reduce<DT, OP>(&sh, w, OP >= 0 ? OP : X->c.op, lo, hi);
+        if (ar) {
+          pl_direct_sync(&args, &sh, w, r, 4 * epoch + 2, &wd, "its reduced shard");
+          for (int j = 0; j < w - 1 && !sh.stop; j++) { /* every peer once, from r + 1 + c */
+            int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
+            pl_direct_part(sh.bytes2[s], &lo, &hi);
+            pl_direct_copy(sh.dst2[s] + lo, sh.src2[s] + lo, hi - lo);
+          }
+        }
+      }
+    }
+    /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank) */
+    if (!mis) pl_direct_sync(&args, &sh, w, r, 4 * epoch + 3, &wd, "its reads of my buffers");
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int st = sh.aborted ? PURLIN_ERR_REMOTE : sh.err ? sh.err : sh.mis ? PURLIN_ERR_MISMATCH : 0;
+    if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
+    if (st) pl_direct_report(&args, &sh, hdr, my, st);
+    if (gridDim.x == 1) {
+      *(volatile uint64_t *)&args.state->epoch = epoch + 1;
+    } else {
+      __threadfence();
+      if (atomicAdd(&args.state->exit_count, 1u) == gridDim.x - 1) {
+        args.state->exit_count = 0;
+        *(volatile uint64_t *)&args.state->epoch = epoch + 1;
+      }
+    }
+  }
+}
+
+template <int DT, int OP>
+static cudaError_t pl_direct_go(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
+  pl_direct_kernel<DT, OP><<<grid, PL_DIRECT_THREADS, 0, s>>>(*args);
+  cudaError_t e = cudaGetLastError();
+  return e;
+}
+
+cudaError_t pl_cuda_direct_launch(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
+  int dt = pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1;
+  int sum = args->x.c.op == PURLIN_SUM;
+  switch (dt) {
+#define PL_DIRECT_CASE_(name, suffix, bytes)                                                       \
+  case PURLIN_##name:                                                                              \
+    if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM>(args, grid, s);                       \
+    return pl_direct_go<PURLIN_##name, -1>(args, grid, s);
+    PURLIN_DTYPE_MAP(PL_DIRECT_CASE_)
+#undef PL_DIRECT_CASE_
+  default: return pl_direct_go<-1, -1>(args, grid, s);
+  }
+}
