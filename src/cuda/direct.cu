@@ -42,7 +42,8 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
   }
 }
 
-#define PL_DIRECT_UNROLL 8 /* copies: 16-byte loads in flight per thread */
+/* copies: 16-byte loads in flight per thread (UNR, a template parameter: 4, 8 or 16 from
+ * pl_tune_t.direct_unroll for the gathers; 8 in AllReduce's second phase) */
 /* reductions: 16-byte vectors per source per thread, 1 for 1-byte types (16 accumulators per
  * vector: 2 spilled) */
 #define PL_DIRECT_RED_U(DT) (PL_RV_EB_(DT) == 8 ? 1 : 2)
@@ -88,16 +89,16 @@ PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *wha
 /* Copy bytes from src to dst with the CTA's threads, every load through L2 only (a peer's output
  * read after its flag must not hit a line this SM cached earlier): 16-byte vectors, UNROLL in
  * flight per thread, when dst and src agree modulo 16; else 4-byte words or bytes. */
-#define PL_DIRECT_LOOP_(T, d, s, n, tid, nt)                                                       \
+#define PL_DIRECT_LOOP_(UNR, T, d, s, n, tid, nt)                                                  \
   do {                                                                                             \
     const T *s_ = (const T *)(s);                                                                  \
     T *d_ = (T *)(d);                                                                              \
     uint64_t n_ = (n), nt_ = (nt), i_ = (tid);                                                     \
-    for (; i_ + (PL_DIRECT_UNROLL - 1) * nt_ < n_; i_ += PL_DIRECT_UNROLL * nt_) {                 \
-      T v_[PL_DIRECT_UNROLL];                                                                      \
-      _Pragma("unroll") for (int u_ = 0; u_ < PL_DIRECT_UNROLL; u_++) v_[u_] =                     \
+    for (; i_ + ((UNR) - 1) * nt_ < n_; i_ += (UNR) * nt_) {                 \
+      T v_[(UNR)];                                                                      \
+      _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) v_[u_] =                     \
           __ldcg(s_ + i_ + (uint64_t)u_ * nt_);                                                    \
-      _Pragma("unroll") for (int u_ = 0; u_ < PL_DIRECT_UNROLL; u_++) d_[i_ + (uint64_t)u_ * nt_] = \
+      _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) d_[i_ + (uint64_t)u_ * nt_] = \
           v_[u_];                                                                                  \
     }                                                                                              \
     for (; i_ < n_; i_ += nt_) d_[i_] = __ldcg(s_ + i_);                                           \
@@ -110,15 +111,15 @@ static __device__ __noinline__ void pl_direct_copy_slow(char *dst, const char *s
     if (head > bytes) head = bytes;
     uint64_t body = (bytes - head) / 4;
     for (uint64_t i = tid; i < head; i += nt) dst[i] = (char)__ldcg((const signed char *)src + i);
-    PL_DIRECT_LOOP_(uint32_t, dst + head, src + head, body, tid, nt);
+    PL_DIRECT_LOOP_(4, uint32_t, dst + head, src + head, body, tid, nt);
     for (uint64_t i = head + 4 * body + tid; i < bytes; i += nt)
       dst[i] = (char)__ldcg((const signed char *)src + i);
     return;
   }
-  PL_DIRECT_LOOP_(unsigned char, dst, src, bytes, tid, nt);
+  PL_DIRECT_LOOP_(4, unsigned char, dst, src, bytes, tid, nt);
 }
 
-PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
+template <int UNR> PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
   if (!bytes) return;
   if (((uintptr_t)dst ^ (uintptr_t)src) & 15) {
     pl_direct_copy_slow(dst, src, bytes);
@@ -129,7 +130,7 @@ PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
   if (head > bytes) head = bytes;
   uint64_t body = (bytes - head) / 16;
   if (tid < head) dst[tid] = (char)__ldcg((const signed char *)src + tid);
-  PL_DIRECT_LOOP_(uint4, dst + head, src + head, body, tid, nt);
+  PL_DIRECT_LOOP_(UNR, uint4, dst + head, src + head, body, tid, nt);
   uint64_t t = head + 16 * body + tid;
   if (t < bytes) dst[t] = (char)__ldcg((const signed char *)src + t);
 }
@@ -232,30 +233,32 @@ PL_DEV int pl_direct_resolve(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const 
   const pl_snac_t *X = &a->x;
   const pl_call_t *c = &sh->x.c;
   const uint64_t es = c->esize, n = c->count;
+  /* (a rank that sends nothing maps nothing: its pointer is needed only when bytes come from it) */
   const char *send = s == r ? X->send : pl_direct_peer(a, w, s, h[2], h[3]);
-  if (!send) return 1;
   if (!RED) {
     uint64_t off = c->coll == PL_COLL_ALL_TO_ALL ? (uint64_t)r * n * es : 0;
-    sh->src[s] = send + off;
     sh->bytes[s] = c->coll == PL_COLL_ALL_GATHER_V ? c->rcounts[s] * es : n * es;
+    if (!send && sh->bytes[s]) return 1;
+    sh->src[s] = send ? send + off : NULL;
     sh->dst[s] = X->recv + (c->coll == PL_COLL_ALL_GATHER_V ? c->rdispls[s] * es
                                                             : (uint64_t)s * n * es);
     return 0;
   }
-  uint64_t off;
+  uint64_t off, rb; /* my shard's offset in s's input, its bytes */
   unsigned mis = 0;
   if (c->coll == PL_COLL_ALL_REDUCE) {
     const uint64_t b0 = pl_ar_shard_at(a->ar_per, n, r), b1 = pl_ar_shard_at(a->ar_per, n, r + 1);
     const uint64_t s0 = pl_ar_shard_at(a->ar_per, n, s), s1 = pl_ar_shard_at(a->ar_per, n, s + 1);
     off = b0 * es;
+    rb = (b1 - b0) * es;
     if (s == r) {
       sh->red_dst = X->recv + off;
-      sh->red_bytes = (b1 - b0) * es;
+      sh->red_bytes = rb;
       mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
     } else {
       const char *recv = pl_direct_peer(a, w, s, h[4], h[5]);
-      if (!recv) return 1;
-      sh->src2[s] = recv + s0 * es;
+      if (!recv && s1 > s0) return 1;
+      sh->src2[s] = recv ? recv + s0 * es : NULL;
       sh->dst2[s] = X->recv + s0 * es;
       sh->bytes2[s] = (s1 - s0) * es;
     }
@@ -263,13 +266,15 @@ PL_DEV int pl_direct_resolve(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const 
     /* RS: shard r at r * count in everyone's input; RSV: at rank s's own sdispls[r] (its header) */
     off = c->coll == PL_COLL_REDUCE_SCATTER ? (uint64_t)r * n * es
                                             : h[PL_HDR_FIXED + w + r] * es;
+    rb = (c->coll == PL_COLL_REDUCE_SCATTER ? n : c->rcounts[r]) * es;
     if (s == r) {
       sh->red_dst = X->recv;
-      sh->red_bytes = (c->coll == PL_COLL_REDUCE_SCATTER ? n : c->rcounts[r]) * es;
+      sh->red_bytes = rb;
       mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
     }
   }
-  sh->src[s] = send + off;
+  if (!send && rb) return 1;
+  sh->src[s] = send ? send + off : NULL;
   mis |= (unsigned)((uintptr_t)sh->src[s] & 15);
   if (mis) atomicOr(&sh->misalign, 1u);
   return 0;
@@ -290,8 +295,8 @@ static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl
 }
 
 /* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers; OP: the op as a
- * constant (SUM), -1: the call's. */
-template <int DT, int OP>
+ * constant (SUM), -1: the call's; UNR: the gathers' loads in flight per thread. */
+template <int DT, int OP, int UNR>
 __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     pl_direct_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_direct_sh_t sh;
@@ -402,7 +407,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           int s = (r + 1 + (int)blockIdx.x + j) % w;
           if (sh.src[s] == sh.dst[s]) continue; /* my own block, in place */
           pl_direct_part(sh.bytes[s], &lo, &hi);
-          pl_direct_copy(sh.dst[s] + lo, sh.src[s] + lo, hi - lo);
+          pl_direct_copy<UNR>(sh.dst[s] + lo, sh.src[s] + lo, hi - lo);
         }
       } else {
         pl_direct_part(sh.red_bytes, &lo, &hi);
@@ -412,7 +417,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           for (int j = 0; j < w - 1 && !sh.stop; j++) { /* every peer once, from r + 1 + c */
             int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
             pl_direct_part(sh.bytes2[s], &lo, &hi);
-            pl_direct_copy(sh.dst2[s] + lo, sh.src2[s] + lo, hi - lo);
+            pl_direct_copy<8>(sh.dst2[s] + lo, sh.src2[s] + lo, hi - lo);
           }
         }
       }
@@ -437,9 +442,9 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
   }
 }
 
-template <int DT, int OP>
+template <int DT, int OP, int UNR>
 static cudaError_t pl_direct_go(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
-  pl_direct_kernel<DT, OP><<<grid, PL_DIRECT_THREADS, 0, s>>>(*args);
+  pl_direct_kernel<DT, OP, UNR><<<grid, PL_DIRECT_THREADS, 0, s>>>(*args);
   cudaError_t e = cudaGetLastError();
   return e;
 }
@@ -450,10 +455,13 @@ cudaError_t pl_cuda_direct_launch(const pl_cuda_args_t *args, int grid, cudaStre
   switch (dt) {
 #define PL_DIRECT_CASE_(name, suffix, bytes)                                                       \
   case PURLIN_##name:                                                                              \
-    if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM>(args, grid, s);                       \
-    return pl_direct_go<PURLIN_##name, -1>(args, grid, s);
+    if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, 8>(args, grid, s);                    \
+    return pl_direct_go<PURLIN_##name, -1, 8>(args, grid, s);
     PURLIN_DTYPE_MAP(PL_DIRECT_CASE_)
 #undef PL_DIRECT_CASE_
-  default: return pl_direct_go<-1, -1>(args, grid, s);
+  default:
+    if (args->dunroll == 4) return pl_direct_go<-1, -1, 4>(args, grid, s);
+    if (args->dunroll == 16) return pl_direct_go<-1, -1, 16>(args, grid, s);
+    return pl_direct_go<-1, -1, 8>(args, grid, s);
   }
 }
