@@ -57,8 +57,9 @@ typedef struct {
                            nccl-tests size: AllReduce's vector, the gathers' whole output) */
   uint64_t direct_ctas; /* CUDA direct kernel: most CTAs of a call (1..PL_DIRECT_MAX_CTAS) */
   uint64_t direct_cta_bytes; /* CUDA direct kernel: a CTA per this many bytes of the call */
-  uint64_t direct_unroll; /* CUDA direct kernel, gathers: 16-byte loads in flight per thread (4, 8,
-                             16; local) */
+  uint64_t direct_unroll; /* CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or
+                             8; local) */
+  uint64_t direct_stream; /* CUDA direct kernel, gathers: evict-first loads and stores (local) */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page

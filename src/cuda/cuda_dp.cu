@@ -897,7 +897,6 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   pl_plan_make(&x->c, &x->geom, &comm->tune, &x->plan);
   /* Zero copy, as on the host datapath (host_exec.c): AllToAll in place must stage. */
   int a2a = call->coll == PL_COLL_ALL_TO_ALL || call->coll == PL_COLL_ALL_TO_ALL_V;
-  uint64_t in_bytes = 0; /* host counts: the extent read from send */
   if (dcounts && pl_param_int(PL_PARAM_ZERO_COPY)) {
     /* the extent read from send is known on the device only: offer the buffer's room there */
     uint64_t id, off;
@@ -907,6 +906,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
       args.zc_avail = comm->syms[id - 1].bytes - off;
     }
   } else if (pl_param_int(PL_PARAM_ZERO_COPY) && !(a2a && in_place)) {
+    uint64_t in_bytes = 0;
     for (int d = 0; d < call->world; d++) {
       uint64_t e = pl_coll_is_reduce(call->coll)
                        ? pl_shard_in_off(&x->c, d) + pl_shard_bytes(&x->c, d)
@@ -950,9 +950,14 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * whose buffers are not peer-mapped runs SNAC's kernel, and every rank reports MISMATCH on
    * "zero-copy buffers" (the header's PL_HDR_DIRECT). */
   int direct = 0;
-  /* (a rank that sends nothing, as in an AllGatherV with its count 0, has nothing to map) */
-  if (!lean && comm->tune.direct && pl_param_int(PL_PARAM_ZERO_COPY) &&
-      (x->zc_send || !in_bytes) && (call->coll != PL_COLL_ALL_REDUCE || x->zc_recv) &&
+  /* An AllGatherV with an empty block is not taken: its rank sends nothing, so nothing tells it
+   * whether its peers' buffers are peer-mapped, and it must decide as they do (every rank knows
+   * every count, so all agree). */
+  int empty = 0;
+  if (call->coll == PL_COLL_ALL_GATHER_V && !dcounts)
+    for (int d = 0; d < call->world; d++) empty |= args.v[2][d] == 0;
+  if (!lean && comm->tune.direct && x->zc_send && !empty &&
+      (call->coll != PL_COLL_ALL_REDUCE || x->zc_recv) &&
       pl_direct_coll(call->coll, in_place, dcounts)) {
     uint64_t S = call->count * call->esize; /* nccl-tests' size */
     if (call->coll == PL_COLL_ALL_GATHER_V || call->coll == PL_COLL_REDUCE_SCATTER_V)
@@ -984,6 +989,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dflags = (char *)(uintptr_t)dp->dflags.va;
   args.dflags_stride = dp->dflags.size;
   args.dunroll = (int)comm->tune.direct_unroll;
+  args.dstream = (int)comm->tune.direct_stream;
   pl_dev_enter(comm, &g);
   /* Programmatic dependent launch (sm_90+): this kernel may start while the stream's previous
    * kernel finishes (a lean kernel lets its dependents start once its packets are pushed); it

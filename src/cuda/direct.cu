@@ -42,8 +42,10 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
   }
 }
 
-/* copies: 16-byte loads in flight per thread (UNR, a template parameter: 4, 8 or 16 from
- * pl_tune_t.direct_unroll for the gathers; 8 in AllReduce's second phase) */
+/* copies: 16-byte loads in flight per thread (UNR, a template parameter: 4 or 8 from
+ * pl_tune_t.direct_unroll for the gathers; 8 in AllReduce's second phase); CS: the gathers' 16-byte
+ * loads and stores with the streaming (evict-first) policy, ld.global.cs / st.global.cs
+ * (pl_tune_t.direct_stream; never for AllReduce's second phase, whose loads must bypass L1) */
 /* reductions: 16-byte vectors per source per thread, 1 for 1-byte types (16 accumulators per
  * vector: 2 spilled) */
 #define PL_DIRECT_RED_U(DT) (PL_RV_EB_(DT) == 8 ? 1 : 2)
@@ -89,7 +91,7 @@ PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *wha
 /* Copy bytes from src to dst with the CTA's threads, every load through L2 only (a peer's output
  * read after its flag must not hit a line this SM cached earlier): 16-byte vectors, UNROLL in
  * flight per thread, when dst and src agree modulo 16; else 4-byte words or bytes. */
-#define PL_DIRECT_LOOP_(UNR, T, d, s, n, tid, nt)                                                  \
+#define PL_DIRECT_LOOP_(UNR, CS, T, d, s, n, tid, nt)                                              \
   do {                                                                                             \
     const T *s_ = (const T *)(s);                                                                  \
     T *d_ = (T *)(d);                                                                              \
@@ -97,9 +99,11 @@ PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *wha
     for (; i_ + ((UNR) - 1) * nt_ < n_; i_ += (UNR) * nt_) {                 \
       T v_[(UNR)];                                                                      \
       _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) v_[u_] =                     \
-          __ldcg(s_ + i_ + (uint64_t)u_ * nt_);                                                    \
-      _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) d_[i_ + (uint64_t)u_ * nt_] = \
-          v_[u_];                                                                                  \
+          (CS) ? __ldcs(s_ + i_ + (uint64_t)u_ * nt_) : __ldcg(s_ + i_ + (uint64_t)u_ * nt_);      \
+      _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) {                                       \
+        if (CS) __stcs(d_ + i_ + (uint64_t)u_ * nt_, v_[u_]);                                      \
+        else d_[i_ + (uint64_t)u_ * nt_] = v_[u_];                                                 \
+      }                                                                                            \
     }                                                                                              \
     for (; i_ < n_; i_ += nt_) d_[i_] = __ldcg(s_ + i_);                                           \
   } while (0)
@@ -111,15 +115,15 @@ static __device__ __noinline__ void pl_direct_copy_slow(char *dst, const char *s
     if (head > bytes) head = bytes;
     uint64_t body = (bytes - head) / 4;
     for (uint64_t i = tid; i < head; i += nt) dst[i] = (char)__ldcg((const signed char *)src + i);
-    PL_DIRECT_LOOP_(4, uint32_t, dst + head, src + head, body, tid, nt);
+    PL_DIRECT_LOOP_(4, 0, uint32_t, dst + head, src + head, body, tid, nt);
     for (uint64_t i = head + 4 * body + tid; i < bytes; i += nt)
       dst[i] = (char)__ldcg((const signed char *)src + i);
     return;
   }
-  PL_DIRECT_LOOP_(4, unsigned char, dst, src, bytes, tid, nt);
+  PL_DIRECT_LOOP_(4, 0, unsigned char, dst, src, bytes, tid, nt);
 }
 
-template <int UNR> PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
+template <int UNR, int CS> PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
   if (!bytes) return;
   if (((uintptr_t)dst ^ (uintptr_t)src) & 15) {
     pl_direct_copy_slow(dst, src, bytes);
@@ -130,7 +134,7 @@ template <int UNR> PL_DEV void pl_direct_copy(char *dst, const char *src, uint64
   if (head > bytes) head = bytes;
   uint64_t body = (bytes - head) / 16;
   if (tid < head) dst[tid] = (char)__ldcg((const signed char *)src + tid);
-  PL_DIRECT_LOOP_(UNR, uint4, dst + head, src + head, body, tid, nt);
+  PL_DIRECT_LOOP_(UNR, CS, uint4, dst + head, src + head, body, tid, nt);
   uint64_t t = head + 16 * body + tid;
   if (t < bytes) dst[t] = (char)__ldcg((const signed char *)src + t);
 }
@@ -295,8 +299,8 @@ static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl
 }
 
 /* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers; OP: the op as a
- * constant (SUM), -1: the call's; UNR: the gathers' loads in flight per thread. */
-template <int DT, int OP, int UNR>
+ * constant (SUM), -1: the call's; UNR, CS: the gathers' loads in flight per thread, streaming. */
+template <int DT, int OP, int UNR, int CS>
 __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     pl_direct_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_direct_sh_t sh;
@@ -407,7 +411,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           int s = (r + 1 + (int)blockIdx.x + j) % w;
           if (sh.src[s] == sh.dst[s]) continue; /* my own block, in place */
           pl_direct_part(sh.bytes[s], &lo, &hi);
-          pl_direct_copy<UNR>(sh.dst[s] + lo, sh.src[s] + lo, hi - lo);
+          pl_direct_copy<UNR, CS>(sh.dst[s] + lo, sh.src[s] + lo, hi - lo);
         }
       } else {
         pl_direct_part(sh.red_bytes, &lo, &hi);
@@ -417,7 +421,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           for (int j = 0; j < w - 1 && !sh.stop; j++) { /* every peer once, from r + 1 + c */
             int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
             pl_direct_part(sh.bytes2[s], &lo, &hi);
-            pl_direct_copy<8>(sh.dst2[s] + lo, sh.src2[s] + lo, hi - lo);
+            pl_direct_copy<8, 0>(sh.dst2[s] + lo, sh.src2[s] + lo, hi - lo);
           }
         }
       }
@@ -442,9 +446,9 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
   }
 }
 
-template <int DT, int OP, int UNR>
+template <int DT, int OP, int UNR, int CS>
 static cudaError_t pl_direct_go(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
-  pl_direct_kernel<DT, OP, UNR><<<grid, PL_DIRECT_THREADS, 0, s>>>(*args);
+  pl_direct_kernel<DT, OP, UNR, CS><<<grid, PL_DIRECT_THREADS, 0, s>>>(*args);
   cudaError_t e = cudaGetLastError();
   return e;
 }
@@ -455,13 +459,14 @@ cudaError_t pl_cuda_direct_launch(const pl_cuda_args_t *args, int grid, cudaStre
   switch (dt) {
 #define PL_DIRECT_CASE_(name, suffix, bytes)                                                       \
   case PURLIN_##name:                                                                              \
-    if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, 8>(args, grid, s);                    \
-    return pl_direct_go<PURLIN_##name, -1, 8>(args, grid, s);
+    if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, 8, 0>(args, grid, s);                 \
+    return pl_direct_go<PURLIN_##name, -1, 8, 0>(args, grid, s);
     PURLIN_DTYPE_MAP(PL_DIRECT_CASE_)
 #undef PL_DIRECT_CASE_
   default:
-    if (args->dunroll == 4) return pl_direct_go<-1, -1, 4>(args, grid, s);
-    if (args->dunroll == 16) return pl_direct_go<-1, -1, 16>(args, grid, s);
-    return pl_direct_go<-1, -1, 8>(args, grid, s);
+    if (args->dunroll == 4 && args->dstream) return pl_direct_go<-1, -1, 4, 1>(args, grid, s);
+    if (args->dunroll == 4) return pl_direct_go<-1, -1, 4, 0>(args, grid, s);
+    if (args->dstream) return pl_direct_go<-1, -1, 8, 1>(args, grid, s);
+    return pl_direct_go<-1, -1, 8, 0>(args, grid, s);
   }
 }
