@@ -90,7 +90,8 @@ PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *wha
 
 /* Copy bytes from src to dst with the CTA's threads, every load through L2 only (a peer's output
  * read after its flag must not hit a line this SM cached earlier): 16-byte vectors, UNROLL in
- * flight per thread, when dst and src agree modulo 16; else 4-byte words or bytes. */
+ * flight per thread, when dst and src agree modulo 16; else aligned 16-byte loads shifted into
+ * aligned 16-byte stores (pl_direct_copy_shift). */
 #define PL_DIRECT_LOOP_(UNR, CS, T, d, s, n, tid, nt)                                              \
   do {                                                                                             \
     const T *s_ = (const T *)(s);                                                                  \
@@ -108,33 +109,58 @@ PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *wha
     for (; i_ < n_; i_ += nt_) d_[i_] = __ldcg(s_ + i_);                                           \
   } while (0)
 
-static __device__ __noinline__ void pl_direct_copy_slow(char *dst, const char *src, uint64_t bytes) {
-  uint64_t tid = threadIdx.x, nt = blockDim.x;
-  if ((((uintptr_t)dst ^ (uintptr_t)src) & 3) == 0) {
-    uint64_t head = (4 - ((uintptr_t)dst & 3)) & 3;
-    if (head > bytes) head = bytes;
-    uint64_t body = (bytes - head) / 4;
-    for (uint64_t i = tid; i < head; i += nt) dst[i] = (char)__ldcg((const signed char *)src + i);
-    PL_DIRECT_LOOP_(4, 0, uint32_t, dst + head, src + head, body, tid, nt);
-    for (uint64_t i = head + 4 * body + tid; i < bytes; i += nt)
-      dst[i] = (char)__ldcg((const signed char *)src + i);
-    return;
+/* Word j of the 16 bytes at byte a (0..15) of the 32 bytes A:B (Q = a / 4, shift 8 (a % 4)). */
+#define PL_DIRECT_W_(A, B, k) ((k) == 0 ? (A).x : (k) == 1 ? (A).y : (k) == 2 ? (A).z : (k) == 3 ? (A).w \
+                               : (k) == 4 ? (B).x : (k) == 5 ? (B).y : (k) == 6 ? (B).z : (B).w)
+template <int Q>
+PL_DEV uint4 pl_direct_shift(uint4 A, uint4 B, uint32_t sh) {
+  return make_uint4(__funnelshift_r(PL_DIRECT_W_(A, B, Q), PL_DIRECT_W_(A, B, Q + 1), sh),
+                    __funnelshift_r(PL_DIRECT_W_(A, B, Q + 1), PL_DIRECT_W_(A, B, Q + 2), sh),
+                    __funnelshift_r(PL_DIRECT_W_(A, B, Q + 2), PL_DIRECT_W_(A, B, Q + 3), sh),
+                    __funnelshift_r(PL_DIRECT_W_(A, B, Q + 3), PL_DIRECT_W_(A, B, Q + 4), sh));
+}
+/* n 16-byte vectors to the aligned d from s, which lies a bytes past the aligned sa (a != 0):
+ * vector i is bytes a.. of the aligned pair sa[i], sa[i + 1] (both hold bytes of the source, so
+ * neither load leaves its allocation); 4 vectors (8 loads) in flight per thread. */
+template <int Q>
+static __device__ __noinline__ void pl_direct_copy_shift(uint4 *d, const uint4 *sa, uint32_t a,
+                                                         uint64_t n) {
+  const uint64_t nt = blockDim.x;
+  const uint32_t sh = 8 * (a & 3);
+  uint64_t i = threadIdx.x;
+  for (; i + 3 * nt < n; i += 4 * nt) {
+    uint4 A[4], B[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      A[u] = __ldcg(sa + i + u * nt);
+      B[u] = __ldcg(sa + i + u * nt + 1);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) d[i + u * nt] = pl_direct_shift<Q>(A[u], B[u], sh);
   }
-  PL_DIRECT_LOOP_(4, 0, unsigned char, dst, src, bytes, tid, nt);
+  for (; i < n; i += nt) d[i] = pl_direct_shift<Q>(__ldcg(sa + i), __ldcg(sa + i + 1), sh);
 }
 
 template <int UNR, int CS> PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
   if (!bytes) return;
-  if (((uintptr_t)dst ^ (uintptr_t)src) & 15) {
-    pl_direct_copy_slow(dst, src, bytes);
-    return;
-  }
   uint64_t tid = threadIdx.x, nt = blockDim.x;
   uint64_t head = (16 - ((uintptr_t)dst & 15)) & 15;
   if (head > bytes) head = bytes;
   uint64_t body = (bytes - head) / 16;
   if (tid < head) dst[tid] = (char)__ldcg((const signed char *)src + tid);
-  PL_DIRECT_LOOP_(UNR, CS, uint4, dst + head, src + head, body, tid, nt);
+  uint32_t a = (uint32_t)((uintptr_t)(src + head) & 15);
+  if (a) { /* dst and src differ modulo 16: aligned loads, funnel shifts, aligned stores */
+    uint4 *d = (uint4 *)(dst + head);
+    const uint4 *sa = (const uint4 *)(src + head - a);
+    switch (a >> 2) {
+    case 0: pl_direct_copy_shift<0>(d, sa, a, body); break;
+    case 1: pl_direct_copy_shift<1>(d, sa, a, body); break;
+    case 2: pl_direct_copy_shift<2>(d, sa, a, body); break;
+    default: pl_direct_copy_shift<3>(d, sa, a, body); break;
+    }
+  } else {
+    PL_DIRECT_LOOP_(UNR, CS, uint4, dst + head, src + head, body, tid, nt);
+  }
   uint64_t t = head + 16 * body + tid;
   if (t < bytes) dst[t] = (char)__ldcg((const signed char *)src + t);
 }
