@@ -26,7 +26,7 @@
   X(LEAN, INT, "-1", "CUDA: packet-only calls run the lean packet kernel (1; 2: not the V collectives) or SNAC's (0); -1: table") \
   X(LEAN_PKTS, INT, "0", "CUDA lean kernel: packets per thread before adding a CTA; 0: table")   \
   X(LEAN_CTAS, INT, "0", "CUDA lean kernel: most CTAs per call; 0: table")                       \
-  X(DIRECT, INT, "-1", "CUDA: calls on purlin_mem_alloc buffers above the packet sizes read peers' buffers in the direct kernel (1) or run SNAC's zero copy (0); -1: table") \
+  X(DIRECT, INT, "-1", "CUDA: calls above the packet sizes (but AllToAllV, in-place AllToAll, device counts) run the direct kernel (1) or SNAC's kernel (0); -1: table") \
   X(DIRECT_MIN_BYTES, SIZE, "0", "CUDA direct kernel: smallest call (nccl-tests bytes) it takes; 0: table") \
   X(DIRECT_CTAS, INT, "0", "CUDA direct kernel: most CTAs per call (1..128); 0: table")         \
   X(DIRECT_CTA_BYTES, SIZE, "0", "CUDA direct kernel: one CTA per this many bytes of a call; 0: table") \

@@ -944,21 +944,16 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
     grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }
-  /* Calls on purlin_mem_alloc buffers that the lean kernel does not take run the direct kernel
-   * (direct.cu): every rank's CTA c reads part c of its peers' buffers; a CTA per direct_cta_bytes
-   * of the call, at most direct_ctas (the same on every rank: the call's size is agreed). A rank
-   * whose buffers are not peer-mapped runs SNAC's kernel, and every rank reports MISMATCH on
-   * "zero-copy buffers" (the header's PL_HDR_DIRECT). */
+  /* Calls of the collectives the direct kernel runs that the lean kernel does not take run the
+   * direct kernel (direct.cu): every rank's CTA c reads part c of its peers' purlin_mem_alloc
+   * buffers, or of their staging where a peer's buffer is not peer-mapped (that peer copies its
+   * input there first); a CTA per direct_cta_bytes of the call, at most direct_ctas, in rounds
+   * that fit a staging half (pl_direct_plan). Everything it depends on is the same on every rank
+   * (the call's counts, the tuning, the staging size), so every rank takes it or none. */
   int direct = 0;
-  /* An AllGatherV with an empty block is not taken: its rank sends nothing, so nothing tells it
-   * whether its peers' buffers are peer-mapped, and it must decide as they do (every rank knows
-   * every count, so all agree). */
-  int empty = 0;
-  if (call->coll == PL_COLL_ALL_GATHER_V && !dcounts)
-    for (int d = 0; d < call->world; d++) empty |= args.v[2][d] == 0;
-  if (!lean && comm->tune.direct && x->zc_send && !empty &&
-      (call->coll != PL_COLL_ALL_REDUCE || x->zc_recv) &&
-      pl_direct_coll(call->coll, in_place, dcounts)) {
+  uint64_t dpiece = 0, drounds = 0;
+  if (!lean && comm->tune.direct && pl_direct_coll(call->coll, in_place, dcounts) &&
+      pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &drounds)) {
     uint64_t S = call->count * call->esize; /* nccl-tests' size */
     if (call->coll == PL_COLL_ALL_GATHER_V || call->coll == PL_COLL_REDUCE_SCATTER_V)
       for (int d = (int)(S = 0); d < call->world; d++) S += args.v[2][d] * call->esize;
@@ -990,6 +985,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dflags_stride = dp->dflags.size;
   args.dunroll = (int)comm->tune.direct_unroll;
   args.dstream = (int)comm->tune.direct_stream;
+  args.dpiece = dpiece;
+  args.drounds = drounds;
   pl_dev_enter(comm, &g);
   /* Programmatic dependent launch (sm_90+): this kernel may start while the stream's previous
    * kernel finishes (a lean kernel lets its dependents start once its packets are pushed); it

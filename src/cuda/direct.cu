@@ -42,6 +42,32 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
   }
 }
 
+int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t half, uint64_t *piece,
+                   uint64_t *rounds) {
+  const uint64_t es = c->esize, w = (uint64_t)c->world;
+  uint64_t P = half / 128 * 128, len = c->count * es;
+  switch (c->coll) {
+  case PL_COLL_ALL_REDUCE: P = half / (w * 64) * (w * 64); break; /* whole shards of 64 bytes */
+  case PL_COLL_ALL_GATHER: break;
+  case PL_COLL_ALL_TO_ALL:
+  case PL_COLL_REDUCE_SCATTER: P = half / w / 128 * 128; break; /* a slot per peer */
+  case PL_COLL_ALL_GATHER_V:
+  case PL_COLL_REDUCE_SCATTER_V:
+    if (c->coll == PL_COLL_REDUCE_SCATTER_V) P = half / w / 128 * 128;
+    len = 0;
+    for (int d = 0; d < c->world; d++)
+      if (rcounts[d] * es > len) len = rcounts[d] * es;
+    break;
+  default: return 0;
+  }
+  if (!P) return 0;
+  uint64_t R = len ? (len + P - 1) / P : 1;
+  if (R >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) return 0;
+  *piece = P;
+  *rounds = R;
+  return 1;
+}
+
 /* copies: 16-byte loads in flight per thread (UNR, a template parameter: 4 or 8 from
  * pl_tune_t.direct_unroll for the gathers; 8 in AllReduce's second phase); CS: the gathers' 16-byte
  * loads and stores with the streaming (evict-first) policy, ld.global.cs / st.global.cs
@@ -60,7 +86,15 @@ typedef struct {
   char *dst2[PL_MAX_WORLD];       /* AllReduce: where it lands in mine */
   uint64_t bytes2[PL_MAX_WORLD];  /* its bytes */
   char *red_dst;                  /* reductions: my shard in my output */
+  char *red_stg;                  /* AllReduce, my output not peer-mapped: my staging's copy */
   uint64_t red_bytes;             /* its bytes */
+  const char *cin_src[PL_MAX_WORLD]; /* a staging rank's round: what it copies into its staging */
+  char *cin_dst[PL_MAX_WORLD];
+  uint64_t cin_bytes[PL_MAX_WORLD];
+  const char *psend[PL_MAX_WORLD]; /* rank s's input mapped here (zero copy), else NULL: staged */
+  const char *precv[PL_MAX_WORLD]; /* AllReduce: rank s's output mapped here, else NULL */
+  uint64_t pdispl[PL_MAX_WORLD];   /* RSV: my shard's offset in rank s's input (its sdispls[r]) */
+  unsigned kinds;                 /* pl_direct_peers */
   uint64_t v[4][PL_MAX_WORLD];    /* V: scounts, sdispls, rcounts, rdispls (the host's copies) */
   pl_snac_t x;                    /* the call (V pointers into v), for the header and failures */
   uint64_t epoch;
@@ -176,12 +210,14 @@ PL_DEV uint64_t pl_direct_word(const char *p, uint64_t bytes, uint64_t i) {
 
 /* Reduce bytes [lo, hi) of my shard from every rank's input (sh->src[s] + lo, s ascending) into
  * sh->red_dst + lo. Fast path: every pointer 16-byte aligned, U vectors per source per thread,
- * sources 8 at a time (all 8 loads issued before the first is used); else word by word. */
+ * sources 8 at a time (all 8 loads issued before the first is used); else word by word. Out of
+ * line: inlined into the round loop it spilled (ptxas -v). */
 template <int DT, int OP>
-PL_DEV void pl_direct_reduce(pl_direct_sh_t *sh, int w, int op, uint64_t lo, uint64_t hi) {
+static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, int op, uint64_t lo,
+                                                    uint64_t hi) {
   const uint64_t tid = threadIdx.x, nt = blockDim.x, b = hi - lo;
   constexpr int U = PL_DIRECT_RED_U(DT);
-  char *dst = sh->red_dst + lo;
+  char *dst = sh->red_dst + lo, *dst2 = sh->red_stg ? sh->red_stg + lo : NULL;
   uint64_t nvec = sh->misalign ? 0 : b / 16, done = 16 * nvec;
   for (uint64_t i0 = tid; i0 < nvec; i0 += U * nt) {
     pl_lacc_t acc[U][2];
@@ -211,8 +247,9 @@ PL_DEV void pl_direct_reduce(pl_direct_sh_t *sh, int w, int op, uint64_t lo, uin
     for (int k = 0; k < U; k++)
       if (i0 + k * nt < nvec) {
         uint64_t w0 = pl_lacc_get<DT>(&acc[k][0], op, w), w1 = pl_lacc_get<DT>(&acc[k][1], op, w);
-        ((uint4 *)dst)[i0 + k * nt] =
-            make_uint4((uint32_t)w0, (uint32_t)(w0 >> 32), (uint32_t)w1, (uint32_t)(w1 >> 32));
+        uint4 o = make_uint4((uint32_t)w0, (uint32_t)(w0 >> 32), (uint32_t)w1, (uint32_t)(w1 >> 32));
+        ((uint4 *)dst)[i0 + k * nt] = o;
+        if (dst2) ((uint4 *)dst2)[i0 + k * nt] = o;
       }
   }
   /* the rest (all of it when misaligned): word by word */
@@ -221,7 +258,9 @@ PL_DEV void pl_direct_reduce(pl_direct_sh_t *sh, int w, int op, uint64_t lo, uin
     pl_lacc_t acc;
     for (int s = 0; s < w; s++)
       pl_lacc_put<DT>(&acc, pl_direct_word(sh->src[s] + lo + done, rb, j), op, s == 0);
-    pl_pkt_unpack(dst + done, rb, j, pl_lacc_get<DT>(&acc, op, w));
+    uint64_t o = pl_lacc_get<DT>(&acc, op, w);
+    pl_pkt_unpack(dst + done, rb, j, o);
+    if (dst2) pl_pkt_unpack(dst2 + done, rb, j, o);
   }
 }
 
@@ -254,60 +293,170 @@ PL_DEV const char *pl_direct_peer(const pl_cuda_args_t *a, int w, int s, uint64_
   return e[1 + s] ? (const char *)e[1 + s] + off : NULL;
 }
 
-/* Threads 0..world-1 after the headers agree: thread s finds what this rank reads of rank s (h:
- * its header) and where it goes. Returns 0, or 1 when a peer's buffer is not in this rank's
- * table. */
-template <int RED>
-PL_DEV int pl_direct_resolve(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const uint64_t *h,
-                             int w, int r, int s) {
+/* Rank q's staging half of this call (its window, mapped here). */
+PL_DEV char *pl_direct_stg(const pl_cuda_args_t *a, const pl_direct_sh_t *sh, int q) {
+  const pl_snac_t *X = &a->x;
+  return X->ws[q] + X->geom.stg_off + (sh->epoch & 1) * X->geom.stg_half;
+}
+
+/* Bytes of round k's piece of a len-byte block (pieces of P bytes). */
+PL_DEV uint64_t pl_direct_piece(uint64_t len, uint64_t P, uint64_t k) {
+  uint64_t lo = k * P;
+  return len > lo ? (len - lo < P ? len - lo : P) : 0;
+}
+
+/* AllReduce, round k: the window's elements from *base, its shard size *per (pl_ar_shard_per of
+ * the window, so one window is the whole call's sharding), its count *nk. */
+PL_DEV void pl_direct_win(const pl_cuda_args_t *a, uint64_t k, uint64_t *base, uint64_t *nk,
+                          uint64_t *per) {
+  const pl_call_t *c = &a->x.c;
+  const uint64_t M = a->dpiece / c->esize;
+  *base = k * M;
+  *nk = c->count - *base < M ? c->count - *base : M;
+  *per = a->drounds == 1 ? a->ar_per : pl_ar_shard_per(*nk, c->esize, c->world);
+}
+
+/* Thread j, a rank that stages its input (its send buffer is not peer-mapped): round k's copy of
+ * what peers read of it, from its send buffer into its staging half. Every block (shard) j that
+ * peer j reads lands at slot j (j * dpiece; AllReduce: the window's own layout; the gathers: one
+ * block, my send, at slot 0, thread 0). */
+PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r, int j,
+                          uint64_t k) {
   const pl_snac_t *X = &a->x;
   const pl_call_t *c = &sh->x.c;
-  const uint64_t es = c->esize, n = c->count;
-  /* (a rank that sends nothing maps nothing: its pointer is needed only when bytes come from it) */
-  const char *send = s == r ? X->send : pl_direct_peer(a, w, s, h[2], h[3]);
-  if (!RED) {
-    uint64_t off = c->coll == PL_COLL_ALL_TO_ALL ? (uint64_t)r * n * es : 0;
-    sh->bytes[s] = c->coll == PL_COLL_ALL_GATHER_V ? c->rcounts[s] * es : n * es;
-    if (!send && sh->bytes[s]) return 1;
-    sh->src[s] = send ? send + off : NULL;
-    sh->dst[s] = X->recv + (c->coll == PL_COLL_ALL_GATHER_V ? c->rdispls[s] * es
-                                                            : (uint64_t)s * n * es);
-    return 0;
+  const uint64_t es = c->esize, n = c->count, P = a->dpiece, lo = k * P;
+  char *stg = pl_direct_stg(a, sh, r);
+  const char *src = X->send;
+  char *dst = stg;
+  uint64_t b = 0;
+  switch (c->coll) {
+  case PL_COLL_ALL_GATHER:
+  case PL_COLL_ALL_GATHER_V:
+    if (j == 0) {
+      b = pl_direct_piece((c->coll == PL_COLL_ALL_GATHER ? n : c->rcounts[r]) * es, P, k);
+      src += lo;
+    }
+    break;
+  case PL_COLL_ALL_TO_ALL:
+  case PL_COLL_REDUCE_SCATTER:
+    if (j != r) {
+      b = pl_direct_piece(n * es, P, k);
+      src += (uint64_t)j * n * es + lo;
+      dst += (uint64_t)j * P;
+    }
+    break;
+  case PL_COLL_REDUCE_SCATTER_V:
+    if (j != r) {
+      b = pl_direct_piece(c->rcounts[j] * es, P, k);
+      src += c->sdispls[j] * es + lo;
+      dst += (uint64_t)j * P;
+    }
+    break;
+  default: { /* AllReduce: shard j of the window */
+    uint64_t base, nk, per;
+    pl_direct_win(a, k, &base, &nk, &per);
+    if (j != r) {
+      uint64_t s0 = pl_ar_shard_at(per, nk, j), s1 = pl_ar_shard_at(per, nk, j + 1);
+      b = (s1 - s0) * es;
+      src += (base + s0) * es;
+      dst += s0 * es;
+    }
   }
-  uint64_t off, rb; /* my shard's offset in s's input, its bytes */
+  }
+  sh->cin_src[j] = src;
+  sh->cin_dst[j] = dst;
+  sh->cin_bytes[j] = b;
+}
+
+/* Threads 0..world-1 after the headers agree: thread s finds rank s's buffers (h: its header):
+ * mapped here when it says so (zero copy), else its staging is read. Sets sh->kinds. Returns 0,
+ * or 1 when a buffer a peer offers is not in this rank's table. */
+PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const uint64_t *h, int w,
+                           int r, int s) {
+  const pl_call_t *c = &sh->x.c;
+  const uint64_t f = h[0] >> 48;
+  const int ar = c->coll == PL_COLL_ALL_REDUCE;
+  const int zs = (f & PL_HDR_ZC_SEND) != 0, zr = ar && (f & PL_HDR_ZC_RECV) != 0;
+  sh->psend[s] = NULL;
+  sh->precv[s] = NULL;
+  sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V ? h[PL_HDR_FIXED + w + r] * c->esize : 0;
+  if (s != r) {
+    if (zs && !(sh->psend[s] = pl_direct_peer(a, w, s, h[2], h[3]))) return 1;
+    if (zr && !(sh->precv[s] = pl_direct_peer(a, w, s, h[4], h[5]))) return 1;
+  }
+  /* bit 0: some rank stages (its input, or AllReduce's reduced shard); bit 1: some rank's buffers
+   * are read in place (its call may return only when every peer has read them) */
+  atomicOr(&sh->kinds, (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u));
+  return 0;
+}
+
+/* Thread s, round k: what this rank reads of rank s (its buffer, mapped here, or its staging) and
+ * where it goes. */
+template <int RED>
+PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r, int s,
+                            uint64_t k) {
+  const pl_snac_t *X = &a->x;
+  const pl_call_t *c = &sh->x.c;
+  const uint64_t es = c->esize, n = c->count, P = a->dpiece, lo = k * P;
+  const char *send = s == r ? X->send : sh->psend[s]; /* NULL: s stages */
+  const char *stg = pl_direct_stg(a, sh, s);
   unsigned mis = 0;
+  if (!RED) {
+    const int agv = c->coll == PL_COLL_ALL_GATHER_V, a2a = c->coll == PL_COLL_ALL_TO_ALL;
+    uint64_t off = a2a ? (uint64_t)r * n * es : 0;
+    sh->bytes[s] = pl_direct_piece((agv ? c->rcounts[s] : n) * es, P, k);
+    sh->src[s] = send ? send + off + lo : stg + (a2a ? (uint64_t)r * P : 0);
+    sh->dst[s] = X->recv + (agv ? c->rdispls[s] * es : (uint64_t)s * n * es) + lo;
+    return;
+  }
   if (c->coll == PL_COLL_ALL_REDUCE) {
-    const uint64_t b0 = pl_ar_shard_at(a->ar_per, n, r), b1 = pl_ar_shard_at(a->ar_per, n, r + 1);
-    const uint64_t s0 = pl_ar_shard_at(a->ar_per, n, s), s1 = pl_ar_shard_at(a->ar_per, n, s + 1);
-    off = b0 * es;
-    rb = (b1 - b0) * es;
+    uint64_t base, nk, per;
+    pl_direct_win(a, k, &base, &nk, &per);
+    const uint64_t b0 = pl_ar_shard_at(per, nk, r), b1 = pl_ar_shard_at(per, nk, r + 1);
+    const uint64_t s0 = pl_ar_shard_at(per, nk, s), s1 = pl_ar_shard_at(per, nk, s + 1);
+    sh->src[s] = send ? send + (base + b0) * es : stg + b0 * es;
     if (s == r) {
-      sh->red_dst = X->recv + off;
-      sh->red_bytes = rb;
-      mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
+      sh->red_dst = X->recv + (base + b0) * es;
+      sh->red_bytes = (b1 - b0) * es;
+      sh->red_stg = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + b0 * es;
+      mis |= (unsigned)((uintptr_t)sh->red_dst & 15) | (unsigned)((uintptr_t)sh->red_stg & 15);
     } else {
-      const char *recv = pl_direct_peer(a, w, s, h[4], h[5]);
-      if (!recv && s1 > s0) return 1;
-      sh->src2[s] = recv ? recv + s0 * es : NULL;
-      sh->dst2[s] = X->recv + s0 * es;
+      sh->src2[s] = sh->precv[s] ? sh->precv[s] + (base + s0) * es : stg + s0 * es;
+      sh->dst2[s] = X->recv + (base + s0) * es;
       sh->bytes2[s] = (s1 - s0) * es;
     }
   } else {
     /* RS: shard r at r * count in everyone's input; RSV: at rank s's own sdispls[r] (its header) */
-    off = c->coll == PL_COLL_REDUCE_SCATTER ? (uint64_t)r * n * es
-                                            : h[PL_HDR_FIXED + w + r] * es;
-    rb = (c->coll == PL_COLL_REDUCE_SCATTER ? n : c->rcounts[r]) * es;
+    const int rs = c->coll == PL_COLL_REDUCE_SCATTER;
+    const uint64_t off = rs ? (uint64_t)r * n * es : s == r ? c->sdispls[r] * es : sh->pdispl[s];
+    sh->src[s] = send ? send + off + lo : stg + (uint64_t)r * P;
     if (s == r) {
-      sh->red_dst = X->recv;
-      sh->red_bytes = rb;
+      sh->red_dst = X->recv + lo;
+      sh->red_bytes = pl_direct_piece((rs ? n : c->rcounts[r]) * es, P, k);
+      sh->red_stg = NULL;
       mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
     }
   }
-  if (!send && rb) return 1;
-  sh->src[s] = send ? send + off : NULL;
   mis |= (unsigned)((uintptr_t)sh->src[s] & 15);
   if (mis) atomicOr(&sh->misalign, 1u);
-  return 0;
+}
+
+/* The value of flag phase p (1 staged, 2 AllReduce's shard reduced, 3 read) of round k of call
+ * e: grows with e, k and p on every slot. */
+PL_DEV uint64_t pl_direct_val(uint64_t e, uint64_t k, int p) {
+  return ((e << PL_DIRECT_ROUND_BITS) + k) * 4 + (uint64_t)p;
+}
+
+/* A staging rank's round k: this CTA copies part c of every piece its peers read from it. */
+PL_DEV void pl_direct_stage(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r,
+                            uint64_t k) {
+  if ((int)threadIdx.x < w) pl_direct_cin(a, sh, w, r, (int)threadIdx.x, k);
+  __syncthreads();
+  for (int j = 0; j < w; j++) {
+    uint64_t lo, hi;
+    pl_direct_part(sh->cin_bytes[j], &lo, &hi);
+    pl_direct_copy<8, 0>(sh->cin_dst[j] + lo, sh->cin_src[j] + lo, hi - lo);
+  }
 }
 
 /* Thread 0 of a failed CTA: the verdict on a mismatch (SNAC's check names the field; the other
@@ -324,6 +473,33 @@ static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl
   pl_dev_report_x(a, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
+/* Round k's reads: copies (the gathers), my shard's reduction and (AllReduce) the copies of every
+ * peer's reduced shard. */
+template <int DT, int OP, int UNR, int CS>
+PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r,
+                              uint64_t k, const pl_wait_t *wd) {
+  uint64_t lo, hi;
+  if constexpr (DT < 0) {
+    for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
+      int s = (r + 1 + (int)blockIdx.x + j) % w;
+      if (sh->src[s] == sh->dst[s]) continue; /* my own block, in place */
+      pl_direct_part(sh->bytes[s], &lo, &hi);
+      pl_direct_copy<UNR, CS>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo);
+    }
+  } else {
+    pl_direct_part(sh->red_bytes, &lo, &hi);
+    pl_direct_reduce<DT, OP>(sh, w, OP >= 0 ? OP : a->x.c.op, lo, hi);
+    if (a->x.c.coll == PL_COLL_ALL_REDUCE) {
+      pl_direct_sync(a, sh, w, r, pl_direct_val(sh->epoch, k, 2), wd, "its reduced shard");
+      for (int j = 0; j < w - 1 && !sh->stop; j++) { /* every peer once, from r + 1 + c */
+        int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
+        pl_direct_part(sh->bytes2[s], &lo, &hi);
+        pl_direct_copy<8, 0>(sh->dst2[s] + lo, sh->src2[s] + lo, hi - lo);
+      }
+    }
+  }
+}
+
 /* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers; OP: the op as a
  * constant (SUM), -1: the call's; UNR, CS: the gathers' loads in flight per thread, streaming. */
 template <int DT, int OP, int UNR, int CS>
@@ -334,7 +510,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
   __shared__ uint64_t my[PL_HDR_FIXED + 3 * PL_MAX_WORLD]; /* mine */
   const pl_snac_t *X = &args.x;
   const int w = X->c.world, r = X->c.rank, tid = threadIdx.x, nt = blockDim.x;
-  const int coll = X->c.coll, ar = DT >= 0 && coll == PL_COLL_ALL_REDUCE;
+  const int coll = X->c.coll;
   const uint64_t hw = pl_hdr_words(w);
   /* else lane 0's slot of the arguments' header array: every CTA writes the same words there */
   uint64_t *hdr = (uint64_t)w * hw <= PL_CUDA_SH_HDR_WORDS ? hdr_sh : args.hdr;
@@ -353,6 +529,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     sh.err_peer = -1;
     sh.err_what = NULL;
     sh.misalign = 0;
+    sh.kinds = 0;
     sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   }
   __syncthreads();
@@ -368,6 +545,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     my[0] |= (uint64_t)PL_HDR_DIRECT << 48;
   }
   __syncthreads();
+  const int stager = !X->zc_send; /* my input is read in my staging */
   pl_ctrl_t *me = (pl_ctrl_t *)X->ws[r];
   pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
                   args.timeout_ns, 0, args.backoff_ns};
@@ -385,6 +563,9 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
                                      (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win);
         pl_st_pkt(win + q, my[q], f1);
       }
+    /* stage: a rank whose input is not peer-mapped copies round 0 of it into its staging half
+     * (free: every peer has finished the call that last used it, the one before the previous) */
+    if (stager) pl_direct_stage(&args, &sh, w, r, 0);
     /* every peer's header, from its window here (every CTA: each needs the peers' arrival) */
     for (uint32_t k = tid; k < nh; k += nt) {
       uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
@@ -424,36 +605,35 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     stop = __syncthreads_or(sh.stop);
     const int mis = sh.mis; /* uniform: set before that barrier only */
     if (!stop && tid < w) {
-      int bad = pl_direct_resolve<(DT >= 0)>(&args, &sh, tid == r ? my : hdr + (uint64_t)tid * hw,
-                                             w, r, tid);
+      int bad = pl_direct_peers(&args, &sh, tid == r ? my : hdr + (uint64_t)tid * hw, w, r, tid);
       if (bad) pl_direct_fail(&sh, PURLIN_ERR_INTERNAL, tid, "a peer's purlin_mem_alloc buffer");
     }
     stop = __syncthreads_or(sh.stop);
-    /* consume */
-    if (!stop) {
-      uint64_t lo, hi;
-      if constexpr (DT < 0) {
-        for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
-          int s = (r + 1 + (int)blockIdx.x + j) % w;
-          if (sh.src[s] == sh.dst[s]) continue; /* my own block, in place */
-          pl_direct_part(sh.bytes[s], &lo, &hi);
-          pl_direct_copy<UNR, CS>(sh.dst[s] + lo, sh.src[s] + lo, hi - lo);
-        }
-      } else {
-        pl_direct_part(sh.red_bytes, &lo, &hi);
-        pl_direct_reduce<DT, OP>(&sh, w, OP >= 0 ? OP : X->c.op, lo, hi);
-        if (ar) {
-          pl_direct_sync(&args, &sh, w, r, 4 * epoch + 2, &wd, "its reduced shard");
-          for (int j = 0; j < w - 1 && !sh.stop; j++) { /* every peer once, from r + 1 + c */
-            int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
-            pl_direct_part(sh.bytes2[s], &lo, &hi);
-            pl_direct_copy<8, 0>(sh.dst2[s] + lo, sh.src2[s] + lo, hi - lo);
-          }
-        }
+    const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
+    const uint64_t R = args.drounds;
+    for (uint64_t k = 0; k < R && !stop; k++) {
+      if (k > 0) {
+        /* round k reuses the staging: every peer has read round k - 1's */
+        if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k - 1, 3), &wd,
+                                      "its reads of my staging");
+        if (stager) pl_direct_stage(&args, &sh, w, r, k);
       }
+      /* a rank that stages: its part c of round k is there (zero copy everywhere: the header) */
+      if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k, 1), &wd,
+                                    "its staged input");
+      if (tid < w) pl_direct_round<(DT >= 0)>(&args, &sh, w, r, tid, k);
+      stop = __syncthreads_or(sh.stop);
+      if (stop) break;
+      /* consume */
+      pl_direct_consume<DT, OP, UNR, CS>(&args, &sh, w, r, k, &wd);
+      stop = __syncthreads_or(sh.stop);
     }
-    /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank) */
-    if (!mis) pl_direct_sync(&args, &sh, w, r, 4 * epoch + 3, &wd, "its reads of my buffers");
+    /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank;
+     * staging alone needs none: the call after next reuses it, when every peer has finished this
+     * one) */
+    if (!mis && (kinds & 2))
+      pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, R - 1, 3), &wd,
+                     "its reads of my buffers");
   }
   __syncthreads();
   if (tid == 0) {

@@ -50,7 +50,7 @@ typedef struct {
 #define PL_HDR_ZC_SEND 2u
 #define PL_HDR_ZC_RECV 4u
 /* CUDA: this rank runs the call in the direct kernel (direct.cu), which reads every peer's
- * purlin_mem_alloc buffers and stages nothing: every rank must (pl_snac_hdr_check) */
+ * purlin_mem_alloc buffers or its staging: every rank must (pl_snac_hdr_check) */
 #define PL_HDR_DIRECT 8u
 
 /* A mismatch found in the headers: parameter, index (-1 for scalars), two ranks and their values. */
@@ -186,9 +186,9 @@ PL_HD int pl_snac_hdr_check(pl_snac_t *x) {
       if (a != b) return pl_snac_mis(x, pl_snac_field_name(f), -1, 0, a, s, b);
     }
   }
-  for (int s = 0; s < w; s++) { /* direct ranks read peers' buffers: every rank or none */
+  for (int s = 0; s < w; s++) { /* the direct kernel's wire format: every rank or none */
     uint64_t a = h0[0] >> 48 & PL_HDR_DIRECT, b = pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DIRECT;
-    if (a != b) return pl_snac_mis(x, "zero-copy buffers", -1, 0, a != 0, s, b != 0);
+    if (a != b) return pl_snac_mis(x, "direct kernel", -1, 0, a != 0, s, b != 0);
   }
   coll = (int)(h0[0] >> 16 & 0xff);
   for (int s = 0; s < w; s++) {

@@ -45,9 +45,11 @@ static int coll_is_v(int c) { return c >= C_AGV; }
 /* Buffers: d = cudaMalloc, m = purlin_mem_alloc; u = offset by one element (unaligned); mm:u: the
  * send buffer offset by 1 + rank % 3 elements, so that ranks' blocks differ in alignment (the
  * direct kernel's copies between them take its 16-byte, 4-byte and byte paths). */
-enum { B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_MM_U, B_COUNT };
-static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm", "out:dm", "in:d",
-                                           "in:m",   "out:dd:u", "out:mm:u"};
+/* out:x: even ranks pass purlin_mem_alloc buffers, odd ranks cudaMalloc ones (the direct kernel
+ * reads the ones in place, the others' staging). */
+enum { B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_MM_U, B_OUT_X, B_COUNT };
+static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm",   "out:dm",   "in:d",
+                                           "in:m",   "out:dd:u", "out:mm:u", "out:x"};
 static int buf_inplace(int b) { return b == B_IN_D || b == B_IN_M; }
 
 typedef struct {
@@ -360,10 +362,11 @@ static purlin_status_t launch(const case_t *c, const lay_t *L, const void *s, vo
 static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, char **base,
                     size_t *base_elems) {
   size_t es = pl_dtype_bytes(c->dtype);
-  int mem = c->buf == B_OUT_MM || c->buf == B_IN_M || c->buf == B_OUT_MM_U;
+  int x = c->buf == B_OUT_X && g_rank % 2 == 0;
+  int mem = c->buf == B_OUT_MM || c->buf == B_IN_M || c->buf == B_OUT_MM_U || x;
   char *sbuf = mem ? g_sym[0] : g_dev[0];
   char *rbuf = (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M ||
-                c->buf == B_OUT_MM_U) ? g_sym[1] : g_dev[1];
+                c->buf == B_OUT_MM_U || x) ? g_sym[1] : g_dev[1];
   if (c->buf == B_OUT_DD_U) sbuf += es, rbuf += es;
   if (c->buf == B_OUT_MM_U) sbuf += es * (size_t)(1 + g_rank % 3), rbuf += es;
   if (!buf_inplace(c->buf)) {
@@ -528,12 +531,14 @@ static void matrix(int quick, int big) {
   g_skew = 400000;
   for (int b = 0; b < B_COUNT; b++) add(C_A2AV, PURLIN_BF16, PURLIN_SUM, 0, 700, b, b & 1);
   g_skew = 0;
-  /* The direct kernel (zero copy on purlin_mem_alloc buffers, above the packet sizes): every
-   * collective it takes, out of place, in place, unaligned, three dtypes, both modes */
-  static const int dbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U};
+  /* The direct kernel (above the packet sizes; zero copy on purlin_mem_alloc buffers, staged on
+   * the others, mixed across ranks): every collective it takes, out of place, in place,
+   * unaligned, three dtypes, both modes. With a small PURLIN_STAGING_BYTES they run in rounds. */
+  static const int dbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U, B_OUT_DD, B_IN_D, B_OUT_DD_U,
+                              B_OUT_DM, B_OUT_X};
   for (int coll = 0; coll < C_COUNT; coll++)
-    for (int b = 0; b < 3; b++) {
-      if (coll == C_A2AV || (coll == C_A2A && dbufs[b] == B_IN_M)) continue; /* not direct */
+    for (int b = 0; b < (int)(sizeof dbufs / sizeof dbufs[0]); b++) {
+      if (coll == C_A2AV || (coll == C_A2A && buf_inplace(dbufs[b]))) continue; /* not direct */
       size_t n = 1500000 / (coll == C_AR ? 1 : g_world) + 17;
       add(coll, PURLIN_BF16, PURLIN_SUM, 0, n, dbufs[b], b & 1);
       add(coll, PURLIN_F32, PURLIN_SUM, 1, n / 2 + 3, dbufs[b], (b + 1) & 1);
@@ -938,25 +943,23 @@ static int fault_mismatch(void) {
   }
   add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 300000 / g_world, B_OUT_DD, 0);
   add(C_AGV, PURLIN_F32, PURLIN_SUM, 1, 5000, B_OUT_MM, 1);
-  /* zero copy on some ranks only, above the packet sizes: rank 0 passes purlin_mem_alloc buffers
-   * (the direct kernel), the others cudaMalloc ones (SNAC's kernel): every rank must report
-   * MISMATCH on "zero-copy buffers" (unless PURLIN_DIRECT=0 or PURLIN_ZERO_COPY=0 turn it off) */
-  const char *dv = getenv("PURLIN_DIRECT"), *zv = getenv("PURLIN_ZERO_COPY");
-  if (!(dv && atoi(dv) == 0) && !(zv && atoi(zv) == 0)) {
+  /* a count mismatch in the direct kernel's sizes, rank 0 on purlin_mem_alloc buffers, the others
+   * on cudaMalloc ones (unless PURLIN_DIRECT=0: SNAC's kernel) */
+  {
     int m = g_rank == 0;
-    st = purlin_all_reduce(m ? g_sym[0] : g_dev[0], m ? g_sym[1] : g_dev[1], 1 << 20, PURLIN_F32,
+    size_t n1 = ((size_t)1 << 20) + (g_rank == g_world - 1 ? 64 : 0);
+    st = purlin_all_reduce(m ? g_sym[0] : g_dev[0], m ? g_sym[1] : g_dev[1], n1, PURLIN_F32,
                            PURLIN_SUM, g_comm, g_stream, NULL);
     CK(cudaStreamSynchronize(g_stream));
     purlin_comm_get_async_error(g_comm, &ast);
     const char *msg = purlin_comm_last_error(g_comm);
-    if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH || !strstr(msg, "zero-copy buffers")) {
-      fail_line("mismatch (zero copy on rank 0 only): launch %s, async %s (expected OK, MISMATCH "
-                "naming zero-copy buffers): %s", purlin_status_name(st), purlin_status_name(ast),
-                msg);
+    if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH || !strstr(msg, "count")) {
+      fail_line("mismatch (direct kernel, count): launch %s, async %s (expected OK, MISMATCH "
+                "naming count): %s", purlin_status_name(st), purlin_status_name(ast), msg);
       return 1;
     }
     if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", msg);
-    add(C_AR, PURLIN_BF16, PURLIN_SUM, 1, 1500000, B_OUT_MM, 0);
+    add(C_AR, PURLIN_BF16, PURLIN_SUM, 1, 1500000, B_OUT_X, 0);
   }
   for (int coll = C_AGV; coll <= C_A2AV; coll++)
     if (!(g_no_a2av && coll == C_A2AV) && vmismatch(coll)) return 1;
