@@ -951,9 +951,9 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * that fit a staging half (pl_direct_plan). Everything it depends on is the same on every rank
    * (the call's counts, the tuning, the staging size), so every rank takes it or none. */
   int direct = 0;
-  uint64_t dpiece = 0, drounds = 0;
+  uint64_t dpiece = 0, dslot = 0, drounds = 0;
   if (!lean && comm->tune.direct && pl_direct_coll(call->coll, in_place, dcounts) &&
-      pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &drounds)) {
+      pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot, &drounds)) {
     uint64_t S = call->count * call->esize; /* nccl-tests' size */
     if (call->coll == PL_COLL_ALL_GATHER_V || call->coll == PL_COLL_REDUCE_SCATTER_V)
       for (int d = (int)(S = 0); d < call->world; d++) S += args.v[2][d] * call->esize;
@@ -986,6 +986,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dunroll = (int)comm->tune.direct_unroll;
   args.dstream = (int)comm->tune.direct_stream;
   args.dpiece = dpiece;
+  args.dslot = dslot;
   args.drounds = drounds;
   pl_dev_enter(comm, &g);
   /* Programmatic dependent launch (sm_90+): this kernel may start while the stream's previous

@@ -87,7 +87,7 @@ typedef struct {
   uint64_t dflags_stride;
   int dunroll;                 /* direct kernel, gathers: 16-byte loads in flight per thread */
   int dstream;                 /* direct kernel, gathers: streaming loads and stores */
-  uint64_t dpiece, drounds;    /* direct kernel: pl_direct_plan */
+  uint64_t dpiece, dslot, drounds; /* direct kernel: pl_direct_plan */
 } pl_cuda_args_t;
 #define PL_PDL_WAIT 1    /* launched with programmatic dependent launch: griddepcontrol.wait */
 #define PL_PDL_RELEASE 2 /* the stream's next lean kernel may be: release it early */

@@ -43,7 +43,7 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
 }
 
 int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t half, uint64_t *piece,
-                   uint64_t *rounds) {
+                   uint64_t *slot, uint64_t *rounds) {
   const uint64_t es = c->esize, w = (uint64_t)c->world;
   uint64_t P = half / 128 * 128, len = c->count * es;
   switch (c->coll) {
@@ -64,6 +64,7 @@ int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t half, u
   uint64_t R = len ? (len + P - 1) / P : 1;
   if (R >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) return 0;
   *piece = P;
+  *slot = c->coll == PL_COLL_ALL_REDUCE ? P / w : P;
   *rounds = R;
   return 1;
 }
@@ -111,6 +112,17 @@ PL_DEV void pl_direct_part(uint64_t b, uint64_t *lo, uint64_t *hi) {
   uint64_t l = (b * c / g) & ~(uint64_t)127, h = c == g - 1 ? b : (b * (c + 1) / g) & ~(uint64_t)127;
   *lo = l < b ? l : b;
   *hi = h < *lo ? *lo : h;
+}
+
+/* This CTA's part of round k's b-byte piece of a block whose staging slot holds sl bytes: with
+ * several rounds, the part of the slot (the same bytes of the slot in every round, so a CTA
+ * overwrites only what its peers' same CTA has read), clipped to the piece; with one, of the
+ * piece. */
+PL_DEV void pl_direct_rpart(const pl_cuda_args_t *a, uint64_t sl, uint64_t b, uint64_t *lo,
+                            uint64_t *hi) {
+  pl_direct_part(a->drounds > 1 ? sl : b, lo, hi);
+  if (*hi > b) *hi = b;
+  if (*lo > *hi) *lo = *hi;
 }
 
 PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *what) {
@@ -316,6 +328,13 @@ PL_DEV void pl_direct_win(const pl_cuda_args_t *a, uint64_t k, uint64_t *base, u
   *per = a->drounds == 1 ? a->ar_per : pl_ar_shard_per(*nk, c->esize, c->world);
 }
 
+/* AllReduce: the offset of shard j (its first element s0 in the window) in a staging half: the
+ * window's own layout with one round, else a slot of dpiece / world bytes per shard (the same in
+ * every round, the last window's smaller shards too). */
+PL_DEV uint64_t pl_direct_ar_slot(const pl_cuda_args_t *a, int j, uint64_t s0) {
+  return a->drounds == 1 ? s0 * a->x.c.esize : (uint64_t)j * (a->dpiece / (uint64_t)a->x.c.world);
+}
+
 /* Thread j, a rank that stages its input (its send buffer is not peer-mapped): round k's copy of
  * what peers read of it, from its send buffer into its staging half. Every block (shard) j that
  * peer j reads lands at slot j (j * dpiece; AllReduce: the window's own layout; the gathers: one
@@ -359,7 +378,7 @@ PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, in
       uint64_t s0 = pl_ar_shard_at(per, nk, j), s1 = pl_ar_shard_at(per, nk, j + 1);
       b = (s1 - s0) * es;
       src += (base + s0) * es;
-      dst += s0 * es;
+      dst += pl_direct_ar_slot(a, j, s0);
     }
   }
   }
@@ -414,14 +433,14 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
     pl_direct_win(a, k, &base, &nk, &per);
     const uint64_t b0 = pl_ar_shard_at(per, nk, r), b1 = pl_ar_shard_at(per, nk, r + 1);
     const uint64_t s0 = pl_ar_shard_at(per, nk, s), s1 = pl_ar_shard_at(per, nk, s + 1);
-    sh->src[s] = send ? send + (base + b0) * es : stg + b0 * es;
+    sh->src[s] = send ? send + (base + b0) * es : stg + pl_direct_ar_slot(a, r, b0);
     if (s == r) {
       sh->red_dst = X->recv + (base + b0) * es;
       sh->red_bytes = (b1 - b0) * es;
-      sh->red_stg = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + b0 * es;
+      sh->red_stg = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + pl_direct_ar_slot(a, r, b0);
       mis |= (unsigned)((uintptr_t)sh->red_dst & 15) | (unsigned)((uintptr_t)sh->red_stg & 15);
     } else {
-      sh->src2[s] = sh->precv[s] ? sh->precv[s] + (base + s0) * es : stg + s0 * es;
+      sh->src2[s] = sh->precv[s] ? sh->precv[s] + (base + s0) * es : stg + pl_direct_ar_slot(a, s, s0);
       sh->dst2[s] = X->recv + (base + s0) * es;
       sh->bytes2[s] = (s1 - s0) * es;
     }
@@ -454,7 +473,7 @@ PL_DEV void pl_direct_stage(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   __syncthreads();
   for (int j = 0; j < w; j++) {
     uint64_t lo, hi;
-    pl_direct_part(sh->cin_bytes[j], &lo, &hi);
+    pl_direct_rpart(a, a->dslot, sh->cin_bytes[j], &lo, &hi);
     pl_direct_copy<8, 0>(sh->cin_dst[j] + lo, sh->cin_src[j] + lo, hi - lo);
   }
 }
@@ -483,17 +502,17 @@ PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w
     for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
       int s = (r + 1 + (int)blockIdx.x + j) % w;
       if (sh->src[s] == sh->dst[s]) continue; /* my own block, in place */
-      pl_direct_part(sh->bytes[s], &lo, &hi);
+      pl_direct_rpart(a, a->dslot, sh->bytes[s], &lo, &hi);
       pl_direct_copy<UNR, CS>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo);
     }
   } else {
-    pl_direct_part(sh->red_bytes, &lo, &hi);
+    pl_direct_rpart(a, a->dslot, sh->red_bytes, &lo, &hi);
     pl_direct_reduce<DT, OP>(sh, w, OP >= 0 ? OP : a->x.c.op, lo, hi);
     if (a->x.c.coll == PL_COLL_ALL_REDUCE) {
       pl_direct_sync(a, sh, w, r, pl_direct_val(sh->epoch, k, 2), wd, "its reduced shard");
       for (int j = 0; j < w - 1 && !sh->stop; j++) { /* every peer once, from r + 1 + c */
         int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
-        pl_direct_part(sh->bytes2[s], &lo, &hi);
+        pl_direct_rpart(a, a->dslot, sh->bytes2[s], &lo, &hi);
         pl_direct_copy<8, 0>(sh->dst2[s] + lo, sh->src2[s] + lo, hi - lo);
       }
     }

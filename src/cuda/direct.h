@@ -24,10 +24,11 @@
 int pl_direct_coll(int coll, int in_place, int counts_dev);
 /* The rounds of a call (host counts; rcounts: the V collectives' recvcounts) with a staging half
  * of half bytes: *piece, the bytes of one block (AllReduce: of the vector) per round, so that what
- * a rank stages of a round fits the half; *rounds. Returns 0 when the half is too small for it
+ * a rank stages of a round fits the half; *slot, the staging bytes of one block (shard) in a
+ * round; *rounds. Returns 0 when the half is too small for it
  * (the call runs SNAC's kernel). The same on every rank: every rank knows these numbers. */
 int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t half, uint64_t *piece,
-                   uint64_t *rounds);
+                   uint64_t *slot, uint64_t *rounds);
 /* Launch the direct kernel for args (grid CTAs, the same on every rank) on s. */
 cudaError_t pl_cuda_direct_launch(const pl_cuda_args_t *args, int grid, cudaStream_t s);
 
