@@ -58,9 +58,9 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
     t->lean_ctas = 128 / (uint64_t)world > 16 ? 16 : 128 / (uint64_t)world;
     if (t->lean_ctas < 1) t->lean_ctas = 1;
-    /* The direct kernel (docs/tuning.md, finding 17): every call on purlin_mem_alloc buffers that
-     * the lean kernel does not take; as many CTAs as stay resident with every rank's (clamped in
-     * pl_cuda_residency), at most 64, one per 256 KiB of the call */
+    /* The direct kernel (docs/tuning.md, findings 17-18): every call of the collectives it runs
+     * that the lean kernel does not take, on any buffers; as many CTAs as stay resident with
+     * every rank's (clamped in pl_cuda_residency), at most 64, one per 256 KiB of the call */
     t->direct = 1;
     t->direct_min = 0;
     t->direct_ctas = 64;

@@ -1,33 +1,42 @@
-/* direct.cu -- the direct kernel: SNAC's zero-copy throughput regime as a kernel of its own, for
- * calls whose buffers every rank got from purlin_mem_alloc (peer-mapped), above the packet sizes.
+/* direct.cu -- the direct kernel: SNAC's throughput regime as a kernel of its own, for the calls
+ * above the packet sizes of AllReduce, AllGather(V), ReduceScatter(V) and out-of-place AllToAll
+ * (docs/gpu.md, "The direct kernel").
  *
- * Stage: nothing (the data stay in the callers' buffers). Notify: CTA 0 pushes this rank's SNAC
- * header (the same words and packets as SNAC's and the lean kernel's, with PL_HDR_DIRECT) into
- * every peer's window; every CTA takes every peer's header from its own window (its arrival: the
- * peer's stream has reached the call, so its input is ready), checks them all (the same verdict as
- * pl_snac_hdr_check, which names the field on a mismatch) and finds each peer's buffers through the
- * device table of purlin_mem_alloc buffers. Consume: CTA c of every rank handles part c of every
- * block (pl_direct_part: the same split on every rank), 16-byte loads that bypass L1 (ld.global.cg),
- * eight in flight per thread for a copy and 2 per source for a reduction:
- *  - AllGather(V), AllToAll: copy part c of every peer's block for me from its buffer into mine;
+ * Stage: nothing where a rank's buffers are peer-mapped (purlin_mem_alloc: zero copy); a rank
+ * whose input is not (ordinary cudaMalloc memory) copies what its peers read of it into its
+ * staging half, in rounds of at most dpiece bytes per block that fit the half (pl_direct_plan).
+ * Notify: CTA 0 pushes this rank's SNAC header (the same words and packets as SNAC's and the lean
+ * kernel's, with PL_HDR_DIRECT) into every peer's window; every CTA takes every peer's header from
+ * its own window (its arrival: the peer's stream has reached the call, so its input is ready),
+ * checks them all (the same verdict as pl_snac_hdr_check, which names the field on a mismatch) and
+ * finds each peer's buffers through the device table of purlin_mem_alloc buffers, or its staging.
+ * Consume: CTA c of every rank handles part c of every block (pl_direct_rpart: the same split on
+ * every rank, the same bytes of a staging slot in every round), 16-byte loads that bypass L1
+ * (ld.global.cg), eight in flight per thread for a copy and 2 per source for a reduction:
+ *  - AllGather(V), AllToAll: copy part c of every peer's block for me into my output;
  *  - ReduceScatter(V): reduce part c of my shard from every rank's input, in ascending rank order;
- *  - AllReduce: the same for my shard (into my output), then a flag per CTA pair (4 e + 2: "my part
- *    c is reduced"), then copy part c of every peer's reduced shard from its output into mine.
- * Done: CTA c tells CTA c of every peer that it has read everything it reads of that peer's
- * buffers (4 e + 3, the flag table, direct.h) and waits for the same from each; only then may the
+ *  - AllReduce: the same for my shard (into my output, and my staging when my output is not
+ *    peer-mapped), then a flag per CTA pair (phase 2: "my part c is reduced"), then copy part c of
+ *    every peer's reduced shard into mine.
+ * Between rounds (some rank stages): CTA c tells CTA c of every peer it has read round k (phase 3)
+ * before any rank overwrites its staging with round k + 1, then that round k + 1 is there
+ * (phase 1). Done: where a rank's buffers are read in place, CTA c tells CTA c of every peer that
+ * it has read everything (phase 3 of the last round) and waits for the same; only then may the
  * caller reuse them. Reductions use acc.cuh's accumulators (the lean kernel's, the same bits).
  *
  * Why a kernel of its own: SNAC's kernel keeps ~32 KiB in flight per CTA in its atoms and runs 2
  * CTAs per lane, so its zero-copy path measured 1.9-3.1x the copy floor at 64 MiB-1 GiB
  * (docs/tuning.md, finding 17); this one keeps 64-128 KiB in flight per CTA on every SM it is
- * given, and its control flow is three flag exchanges per call. The idea of reading peers' user
- * buffers directly follows NCCL's symmetric-memory kernels (ncclCommWindowRegister) and the
- * IPC-based custom all-reduce of vLLM and TensorRT-LLM; the code is purlin's. */
+ * given, and its control flow is three flag exchanges per round. The idea of reading peers' user
+ * buffers directly follows NCCL's symmetric-memory kernels (ncclCommWindowRegister), and the
+ * copy-in of ordinary buffers into a registered staging buffer follows the IPC-based custom
+ * all-reduce of vLLM and TensorRT-LLM; the code is purlin's. */
 #include "cuda/atom_cuda.cuh"
 #include "snac/snac.h"
 #include "cuda/report.cuh"
 #include "cuda/acc.cuh"
 #include "cuda/direct.h"
+#include "direct_plan.h"
 
 int pl_direct_coll(int coll, int in_place, int counts_dev) {
   if (counts_dev) return 0;
@@ -40,33 +49,6 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
   case PL_COLL_ALL_TO_ALL: return !in_place;
   default: return 0;
   }
-}
-
-int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t half, uint64_t *piece,
-                   uint64_t *slot, uint64_t *rounds) {
-  const uint64_t es = c->esize, w = (uint64_t)c->world;
-  uint64_t P = half / 128 * 128, len = c->count * es;
-  switch (c->coll) {
-  case PL_COLL_ALL_REDUCE: P = half / (w * 64) * (w * 64); break; /* whole shards of 64 bytes */
-  case PL_COLL_ALL_GATHER: break;
-  case PL_COLL_ALL_TO_ALL:
-  case PL_COLL_REDUCE_SCATTER: P = half / w / 128 * 128; break; /* a slot per peer */
-  case PL_COLL_ALL_GATHER_V:
-  case PL_COLL_REDUCE_SCATTER_V:
-    if (c->coll == PL_COLL_REDUCE_SCATTER_V) P = half / w / 128 * 128;
-    len = 0;
-    for (int d = 0; d < c->world; d++)
-      if (rcounts[d] * es > len) len = rcounts[d] * es;
-    break;
-  default: return 0;
-  }
-  if (!P) return 0;
-  uint64_t R = len ? (len + P - 1) / P : 1;
-  if (R >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) return 0;
-  *piece = P;
-  *slot = c->coll == PL_COLL_ALL_REDUCE ? P / w : P;
-  *rounds = R;
-  return 1;
 }
 
 /* copies: 16-byte loads in flight per thread (UNR, a template parameter: 4 or 8 from
@@ -105,24 +87,11 @@ typedef struct {
   const char *err_what;
 } pl_direct_sh_t;
 
-/* This CTA's bytes [*lo, *hi) of a b-byte block: 128-byte aligned (L2 lines), so that no CTA's
- * part shares a line with another's; the last CTA takes the tail. */
-PL_DEV void pl_direct_part(uint64_t b, uint64_t *lo, uint64_t *hi) {
-  uint64_t c = blockIdx.x, g = gridDim.x;
-  uint64_t l = (b * c / g) & ~(uint64_t)127, h = c == g - 1 ? b : (b * (c + 1) / g) & ~(uint64_t)127;
-  *lo = l < b ? l : b;
-  *hi = h < *lo ? *lo : h;
-}
-
-/* This CTA's part of round k's b-byte piece of a block whose staging slot holds sl bytes: with
- * several rounds, the part of the slot (the same bytes of the slot in every round, so a CTA
- * overwrites only what its peers' same CTA has read), clipped to the piece; with one, of the
- * piece. */
+/* This CTA's part of round k's b-byte piece of a block whose staging slot holds sl bytes
+ * (pl_direct_rsplit). */
 PL_DEV void pl_direct_rpart(const pl_cuda_args_t *a, uint64_t sl, uint64_t b, uint64_t *lo,
                             uint64_t *hi) {
-  pl_direct_part(a->drounds > 1 ? sl : b, lo, hi);
-  if (*hi > b) *hi = b;
-  if (*lo > *hi) *lo = *hi;
+  pl_direct_rsplit(a->drounds, sl, b, blockIdx.x, gridDim.x, lo, hi);
 }
 
 PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *what) {
@@ -311,33 +280,23 @@ PL_DEV char *pl_direct_stg(const pl_cuda_args_t *a, const pl_direct_sh_t *sh, in
   return X->ws[q] + X->geom.stg_off + (sh->epoch & 1) * X->geom.stg_half;
 }
 
-/* Bytes of round k's piece of a len-byte block (pieces of P bytes). */
-PL_DEV uint64_t pl_direct_piece(uint64_t len, uint64_t P, uint64_t k) {
-  uint64_t lo = k * P;
-  return len > lo ? (len - lo < P ? len - lo : P) : 0;
-}
-
-/* AllReduce, round k: the window's elements from *base, its shard size *per (pl_ar_shard_per of
- * the window, so one window is the whole call's sharding), its count *nk. */
+/* AllReduce, round k: the window's elements from *base, its count *nk, its shard size *per
+ * (pl_direct_window). */
 PL_DEV void pl_direct_win(const pl_cuda_args_t *a, uint64_t k, uint64_t *base, uint64_t *nk,
                           uint64_t *per) {
   const pl_call_t *c = &a->x.c;
-  const uint64_t M = a->dpiece / c->esize;
-  *base = k * M;
-  *nk = c->count - *base < M ? c->count - *base : M;
-  *per = a->drounds == 1 ? a->ar_per : pl_ar_shard_per(*nk, c->esize, c->world);
+  pl_direct_window(c->count, c->esize, c->world, a->dpiece, a->drounds, a->ar_per, k, base, nk,
+                   per);
 }
 
-/* AllReduce: the offset of shard j (its first element s0 in the window) in a staging half: the
- * window's own layout with one round, else a slot of dpiece / world bytes per shard (the same in
- * every round, the last window's smaller shards too). */
+/* AllReduce: the offset of shard j (its first element s0) in a staging half (pl_direct_ar_off). */
 PL_DEV uint64_t pl_direct_ar_slot(const pl_cuda_args_t *a, int j, uint64_t s0) {
-  return a->drounds == 1 ? s0 * a->x.c.esize : (uint64_t)j * (a->dpiece / (uint64_t)a->x.c.world);
+  return pl_direct_ar_off(a->drounds, a->dpiece, a->x.c.world, a->x.c.esize, j, s0);
 }
 
 /* Thread j, a rank that stages its input (its send buffer is not peer-mapped): round k's copy of
  * what peers read of it, from its send buffer into its staging half. Every block (shard) j that
- * peer j reads lands at slot j (j * dpiece; AllReduce: the window's own layout; the gathers: one
+ * peer j reads lands at slot j (j * dpiece; AllReduce: pl_direct_ar_slot; the gathers: one
  * block, my send, at slot 0, thread 0). */
 PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r, int j,
                           uint64_t k) {

@@ -1,0 +1,93 @@
+/* direct_plan.h -- the direct kernel's arithmetic that the host plans with and the device runs
+ * (src/cuda/direct.cu; docs/gpu.md, "The direct kernel"): the rounds of a call, the pieces of a
+ * block per round, AllReduce's staging slots, and the split of a block among the CTAs. Pure (C11
+ * and CUDA C), so that the unit tests check the same functions the kernel calls. */
+#ifndef PL_DIRECT_PLAN_H
+#define PL_DIRECT_PLAN_H
+
+#include "layout.h"
+
+/* A call runs in rounds of at most 2^PL_DIRECT_ROUND_BITS - 1 (pl_direct_plan) */
+#define PL_DIRECT_ROUND_BITS 20
+
+/* The rounds of a call (host counts; rcounts: the V collectives' recvcounts) with a staging half
+ * of half bytes: *piece, the bytes of one block (AllReduce: of the vector) per round, so that what
+ * a rank stages of a round fits the half (AllGather(V): one block, the half; AllToAll,
+ * ReduceScatter(V): a slot per peer, half / world; AllReduce: a window of whole 64-byte shards);
+ * *slot, the staging bytes of one block (shard) in a round; *rounds. Returns 0 when the half is
+ * too small for it, or the rounds too many (the call runs SNAC's kernel). The same on every rank:
+ * every rank knows these numbers. */
+PL_HD int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t half,
+                         uint64_t *piece, uint64_t *slot, uint64_t *rounds) {
+  const uint64_t es = c->esize, w = (uint64_t)c->world;
+  uint64_t P = half / 128 * 128, len = c->count * es;
+  switch (c->coll) {
+  case PL_COLL_ALL_REDUCE: P = half / (w * 64) * (w * 64); break; /* whole shards of 64 bytes */
+  case PL_COLL_ALL_GATHER: break;
+  case PL_COLL_ALL_TO_ALL:
+  case PL_COLL_REDUCE_SCATTER: P = half / w / 128 * 128; break; /* a slot per peer */
+  case PL_COLL_ALL_GATHER_V:
+  case PL_COLL_REDUCE_SCATTER_V:
+    if (c->coll == PL_COLL_REDUCE_SCATTER_V) P = half / w / 128 * 128;
+    len = 0;
+    for (int d = 0; d < c->world; d++)
+      if (rcounts[d] * es > len) len = rcounts[d] * es;
+    break;
+  default: return 0;
+  }
+  if (!P) return 0;
+  uint64_t R = len ? (len + P - 1) / P : 1;
+  if (R >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) return 0;
+  *piece = P;
+  *slot = c->coll == PL_COLL_ALL_REDUCE ? P / w : P;
+  *rounds = R;
+  return 1;
+}
+
+/* Bytes of round k's piece of a len-byte block (pieces of P bytes). */
+PL_HD uint64_t pl_direct_piece(uint64_t len, uint64_t P, uint64_t k) {
+  uint64_t lo = k * P;
+  return len > lo ? (len - lo < P ? len - lo : P) : 0;
+}
+
+/* CTA c of g's bytes [*lo, *hi) of a b-byte block: 128-byte aligned (L2 lines), so that no CTA's
+ * part shares a line with another's; the last CTA takes the tail. */
+PL_HD void pl_direct_split(uint64_t b, uint64_t c, uint64_t g, uint64_t *lo, uint64_t *hi) {
+  uint64_t l = (b * c / g) & ~(uint64_t)127, h = c == g - 1 ? b : (b * (c + 1) / g) & ~(uint64_t)127;
+  *lo = l < b ? l : b;
+  *hi = h < *lo ? *lo : h;
+}
+
+/* CTA c of g's part of a round's b-byte piece of a block whose staging slot holds sl bytes: with
+ * several rounds, its part of the slot (the same bytes of the slot in every round, so a CTA
+ * overwrites only what its peers' same CTA has read), clipped to the piece; with one, its part of
+ * the piece. (Splitting each round's piece instead moved the parts in a smaller last round: a CTA
+ * overwrote staging another CTA of a peer had not read yet; docs/tuning.md, finding 18.) */
+PL_HD void pl_direct_rsplit(uint64_t rounds, uint64_t sl, uint64_t b, uint64_t c, uint64_t g,
+                            uint64_t *lo, uint64_t *hi) {
+  pl_direct_split(rounds > 1 ? sl : b, c, g, lo, hi);
+  if (*hi > b) *hi = b;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* AllReduce: the offset in a staging half of shard j of a window (its first element s0): the
+ * window's own layout with one round, else a slot of piece / world bytes per shard (the same in
+ * every round, the last window's smaller shards too). */
+PL_HD uint64_t pl_direct_ar_off(uint64_t rounds, uint64_t piece, int world, uint64_t esize,
+                                int j, uint64_t s0) {
+  return rounds == 1 ? s0 * esize : (uint64_t)j * (piece / (uint64_t)world);
+}
+
+/* AllReduce, round k of a count-element call in windows of piece bytes: the window's first
+ * element *base, its count *nk and its shard size *per (pl_ar_shard_per of the window, so one
+ * window is the whole call's sharding; per1: the call's, for one round). */
+PL_HD void pl_direct_window(uint64_t count, uint64_t esize, int world, uint64_t piece,
+                            uint64_t rounds, uint64_t per1, uint64_t k, uint64_t *base,
+                            uint64_t *nk, uint64_t *per) {
+  const uint64_t M = piece / esize;
+  *base = k * M;
+  *nk = count - *base < M ? count - *base : M;
+  *per = rounds == 1 ? per1 : pl_ar_shard_per(*nk, esize, world);
+}
+
+#endif

@@ -1,0 +1,270 @@
+/* Unit test of the direct kernel's arithmetic (src/direct_plan.h, the functions direct.cu calls):
+ * a model of one call's staging traffic, byte by byte. For every collective, world, grid, staging
+ * half and random (skewed) counts, each rank stages and each rank reads, round by round, with the
+ * kernel's plan, pieces, slots and CTA parts; the model checks that
+ *  - the rounds cover every block exactly, and every round's slots fit the half without overlap;
+ *  - a reader's CTA c reads each byte of a peer's staging in the round that byte was written, and
+ *    the byte holds what the reader wants (its source offset in the stager's input; AllReduce:
+ *    also each rank's reduced shard, which it writes into its own slot of its staging);
+ *  - every byte of a staging half is written and read by one CTA index only, in every round: the
+ *    kernel orders CTA c of a stager only with CTA c of its readers (a flag per CTA pair), so a
+ *    byte touched by two CTA indices is a race (the one 4603f50 fixed: a smaller last round moved
+ *    the parts). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "direct_plan.h"
+
+static long long failures, checks; /* checks: every byte access of the model, every plan property */
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    checks++;                                                                                      \
+    if (!(cond)) {                                                                                 \
+      if (failures++ < 20) {                                                                       \
+        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(uint64_t n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return n ? rng % n : 0;
+}
+
+/* One staging half of the model: per byte, the CTA that owns it (-1: untouched), the round of its
+ * last write, the source offset it holds. */
+typedef struct {
+  uint64_t half;
+  int *owner;
+  int64_t *round;
+  uint64_t *src;
+} half_t;
+
+static void touch(half_t *h, uint64_t at, int cta, const char *what) {
+  if (h->owner[at] < 0) h->owner[at] = cta;
+  EXPECT(h->owner[at] == cta, "%s: staging byte %llu touched by CTAs %d and %d", what,
+         (unsigned long long)at, h->owner[at], cta);
+}
+
+static const char *names[] = {"AllReduce", "AllGather", "ReduceScatter", "AllToAll",
+                              "AllGatherV", "ReduceScatterV"};
+static const int colls[] = {PL_COLL_ALL_REDUCE, PL_COLL_ALL_GATHER, PL_COLL_REDUCE_SCATTER,
+                            PL_COLL_ALL_TO_ALL, PL_COLL_ALL_GATHER_V,
+                            PL_COLL_REDUCE_SCATTER_V};
+
+/* Block j of stager s for reader j in round k: its staging offset, bytes and source offset (in
+ * s's input), as direct.cu's pl_direct_cin places it; AllReduce: shard j of window k. */
+static uint64_t block(const pl_call_t *c, const uint64_t *rc, const uint64_t *sd, uint64_t P,
+                      uint64_t R, int j, uint64_t k, uint64_t *off, uint64_t *src) {
+  const uint64_t es = c->esize, n = c->count, w = (uint64_t)c->world;
+  switch (c->coll) {
+  case PL_COLL_ALL_GATHER:
+  case PL_COLL_ALL_GATHER_V:
+    *off = 0;
+    *src = k * P;
+    return pl_direct_piece((c->coll == PL_COLL_ALL_GATHER ? n : rc[c->rank]) * es, P, k);
+  case PL_COLL_ALL_TO_ALL:
+  case PL_COLL_REDUCE_SCATTER:
+    *off = (uint64_t)j * P;
+    *src = (uint64_t)j * n * es + k * P;
+    return pl_direct_piece(n * es, P, k);
+  case PL_COLL_REDUCE_SCATTER_V:
+    *off = (uint64_t)j * P;
+    *src = sd[j] * es + k * P;
+    return pl_direct_piece(rc[j] * es, P, k);
+  default: {
+    uint64_t base, nk, per;
+    pl_direct_window(n, es, c->world, P, R, pl_ar_shard_per(n, es, c->world), k, &base, &nk, &per);
+    uint64_t s0 = pl_ar_shard_at(per, nk, j), s1 = pl_ar_shard_at(per, nk, j + 1);
+    *off = pl_direct_ar_off(R, P, c->world, es, j, s0);
+    *src = (base + s0) * es;
+    (void)w;
+    return (s1 - s0) * es;
+  }
+  }
+}
+
+static void one(int ci, int w, int g, uint64_t half, uint64_t count, int skew) {
+  pl_call_t c;
+  memset(&c, 0, sizeof c);
+  c.coll = colls[ci];
+  c.world = w;
+  c.esize = (uint64_t)1 << rnd(4);
+  c.count = count;
+  uint64_t rc[PL_MAX_WORLD], sd[PL_MAX_WORLD], tot = 0;
+  for (int d = 0; d < w; d++) {
+    rc[d] = skew ? (d == 0 ? count : rnd(count / 4 + 1)) : count;
+    sd[d] = tot;
+    tot += rc[d];
+  }
+  uint64_t P = 0, sl = 0, R = 0;
+  int ok = pl_direct_plan(&c, rc, half, &P, &sl, &R);
+  if (!ok) { /* only when the half cannot hold one 128-byte (AllReduce: 64 w) piece per slot */
+    EXPECT(half / (c.coll == PL_COLL_ALL_REDUCE ? 64 * (uint64_t)w : 128) /
+                   (c.coll == PL_COLL_REDUCE_SCATTER || c.coll == PL_COLL_ALL_TO_ALL ||
+                            c.coll == PL_COLL_REDUCE_SCATTER_V ? (uint64_t)w : 1) == 0,
+           "%s w%d half %llu: plan refused", names[ci], w, (unsigned long long)half);
+    return;
+  }
+  const int nslot = c.coll == PL_COLL_ALL_GATHER || c.coll == PL_COLL_ALL_GATHER_V ? 1 : w;
+  EXPECT(P % 64 == 0 && (uint64_t)nslot * sl <= half && sl <= P, "%s w%d: piece %llu slot %llu half %llu",
+         names[ci], w, (unsigned long long)P, (unsigned long long)sl, (unsigned long long)half);
+  /* every rank a stager; rank s's half */
+  half_t h = {half, malloc(half * sizeof(int)), malloc(half * sizeof(int64_t)),
+              malloc(half * sizeof(uint64_t))};
+  for (int s = 0; s < w; s++) {
+    c.rank = s;
+    for (uint64_t x = 0; x < half; x++) h.owner[x] = -1, h.round[x] = -1;
+    uint64_t covered[PL_MAX_WORLD];
+    memset(covered, 0, sizeof covered);
+    for (uint64_t k = 0; k < R; k++) {
+      /* stage: CTA q writes its part of every block for reader j */
+      uint64_t prev_end = 0;
+      for (int j = 0; j < w; j++) {
+        if (nslot == 1 && j > 0) break;
+        if (nslot > 1 && j == s) continue; /* its own block or shard: not staged */
+        uint64_t off, src, b = block(&c, rc, sd, P, R, j, k, &off, &src);
+        EXPECT(b <= sl && off + b <= half, "%s w%d round %llu: block %d of %llu bytes at %llu "
+               "(slot %llu, half %llu)", names[ci], w, (unsigned long long)k, j,
+               (unsigned long long)b, (unsigned long long)off, (unsigned long long)sl,
+               (unsigned long long)half);
+        EXPECT(off >= prev_end || j == 0, "%s w%d: slots overlap", names[ci], w);
+        prev_end = off + b;
+        covered[j] += b;
+        uint64_t got = 0;
+        for (int q = 0; q < g; q++) {
+          uint64_t lo, hi;
+          pl_direct_rsplit(R, sl, b, (uint64_t)q, (uint64_t)g, &lo, &hi);
+          got += hi - lo;
+          for (uint64_t x = lo; x < hi && off + x < half; x++) {
+            touch(&h, off + x, q, names[ci]);
+            h.round[off + x] = (int64_t)k;
+            h.src[off + x] = src + x;
+          }
+        }
+        EXPECT(got == b, "%s w%d g%d round %llu: parts cover %llu of %llu bytes", names[ci], w, g,
+               (unsigned long long)k, (unsigned long long)got, (unsigned long long)b);
+      }
+      /* AllReduce: rank s's reduced shard goes to slot s of its staging (its output not
+       * peer-mapped: red_stg), CTA q its part; every peer copies it from there */
+      const uint64_t RED = (uint64_t)1 << 62;
+      if (c.coll == PL_COLL_ALL_REDUCE) {
+        uint64_t off, src, b = block(&c, rc, sd, P, R, s, k, &off, &src);
+        for (int q = 0; q < g; q++) {
+          uint64_t lo, hi;
+          pl_direct_rsplit(R, sl, b, (uint64_t)q, (uint64_t)g, &lo, &hi);
+          for (uint64_t x = lo; x < hi && off + x < half; x++) {
+            touch(&h, off + x, q, "AllReduce's reduced shard");
+            h.round[off + x] = (int64_t)k;
+            h.src[off + x] = RED + src + x;
+          }
+        }
+        for (int r = 0; r < w; r++)
+          for (int q = 0; q < g && r != s; q++) {
+            uint64_t lo, hi;
+            pl_direct_rsplit(R, sl, b, (uint64_t)q, (uint64_t)g, &lo, &hi);
+            for (uint64_t x = lo; x < hi && off + x < half; x++) {
+              touch(&h, off + x, q, "AllReduce's reduced shard");
+              if (h.round[off + x] != (int64_t)k || h.src[off + x] != RED + src + x) {
+                EXPECT(0, "AllReduce w%d g%d rank %d round %llu: reader %d of the reduced shard, "
+                       "byte %llu is stale", w, g, s, (unsigned long long)k, r,
+                       (unsigned long long)x);
+                x = hi;
+              }
+            }
+          }
+      }
+      /* read: reader r's CTA q reads its part of its block in s's staging (the same offsets the
+       * reader computes: pl_direct_round) */
+      for (int r = 0; r < w; r++) {
+        if (r == s) continue;
+        uint64_t off, src, b = block(&c, rc, sd, P, R, r, k, &off, &src);
+        for (int q = 0; q < g; q++) {
+          uint64_t lo, hi;
+          pl_direct_rsplit(R, sl, b, (uint64_t)q, (uint64_t)g, &lo, &hi);
+          for (uint64_t x = lo; x < hi && off + x < half; x++) {
+            touch(&h, off + x, q, names[ci]);
+            if (h.round[off + x] != (int64_t)k || h.src[off + x] != src + x) {
+              EXPECT(0, "%s w%d g%d rank %d round %llu: reader %d byte %llu holds round %lld "
+                     "source %llu, wants %llu", names[ci], w, g, s, (unsigned long long)k, r,
+                     (unsigned long long)x, (long long)h.round[off + x],
+                     (unsigned long long)h.src[off + x], (unsigned long long)(src + x));
+              x = hi;
+            }
+          }
+        }
+      }
+    }
+    /* the rounds cover every block exactly */
+    for (int j = 0; j < w; j++) {
+      if ((nslot == 1 && j > 0) || (nslot > 1 && j == s)) continue;
+      uint64_t want = c.coll == PL_COLL_ALL_GATHER_V ? rc[s] * c.esize
+                      : c.coll == PL_COLL_REDUCE_SCATTER_V ? rc[j] * c.esize
+                      : c.coll == PL_COLL_ALL_REDUCE ? pl_ar_shard_begin(count, c.esize, w, j + 1) * c.esize -
+                                                           pl_ar_shard_begin(count, c.esize, w, j) * c.esize
+                                                     : count * c.esize;
+      if (c.coll == PL_COLL_ALL_REDUCE && R > 1) { /* windows shard differently: all of them */
+        want = 0;
+        for (uint64_t k = 0; k < R; k++) {
+          uint64_t base, nk, per;
+          pl_direct_window(count, c.esize, w, P, R, 0, k, &base, &nk, &per);
+          want += (pl_ar_shard_at(per, nk, j + 1) - pl_ar_shard_at(per, nk, j)) * c.esize;
+        }
+      }
+      EXPECT(covered[j] == want, "%s w%d rank %d: block %d staged %llu of %llu bytes", names[ci],
+             w, s, j, (unsigned long long)covered[j], (unsigned long long)want);
+    }
+  }
+  if (c.coll == PL_COLL_ALL_REDUCE) { /* the windows cover the vector */
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < R; k++) {
+      uint64_t base, nk, per;
+      pl_direct_window(count, c.esize, w, P, R, pl_ar_shard_per(count, c.esize, w), k, &base, &nk,
+                       &per);
+      EXPECT(base == sum && nk > 0, "AllReduce w%d: window %llu at %llu", w, (unsigned long long)k,
+             (unsigned long long)base);
+      sum += nk;
+    }
+    EXPECT(sum == count, "AllReduce w%d: windows cover %llu of %llu", w, (unsigned long long)sum,
+           (unsigned long long)count);
+  }
+  free(h.owner);
+  free(h.round);
+  free(h.src);
+}
+
+/* The split that 4603f50 replaced (each round's piece split on its own) breaks the one-CTA rule
+ * whenever the last piece is smaller: the model must see it. */
+static int old_split_races(void) {
+  const uint64_t sl = 4096, g = 3, b_last = 1000;
+  for (uint64_t q = 0; q < g; q++) {
+    uint64_t lo, hi, flo, fhi;
+    pl_direct_split(b_last, q, g, &lo, &hi);
+    pl_direct_split(sl, q, g, &flo, &fhi);
+    if (hi > lo && (lo < flo || hi > fhi)) return 1;
+  }
+  return 0;
+}
+
+int main(void) {
+  const int worlds[] = {2, 3, 4, 5, 8};
+  const int grids[] = {1, 3, 7, 64};
+  for (int ci = 0; ci < 6; ci++)
+    for (int wi = 0; wi < 5; wi++)
+      for (int gi = 0; gi < 4; gi++)
+        for (int t = 0; t < 4; t++) {
+          int w = worlds[wi];
+          uint64_t half = (uint64_t)(1 + rnd(8)) * 512 * (uint64_t)w + 64 * rnd(64);
+          uint64_t count = 1 + rnd(t < 2 ? half / 2 : 6 * half); /* one round, several */
+          one(ci, w, grids[gi], half, count, ci >= 4 && (t & 1));
+        }
+  EXPECT(old_split_races(), "the model does not see the replaced split's race");
+  printf("test_direct: %s (%lld checks, %lld failures)\n", failures ? "FAIL" : "ok", checks, failures);
+  return failures != 0;
+}
