@@ -186,10 +186,6 @@ PL_HD int pl_snac_hdr_check(pl_snac_t *x) {
       if (a != b) return pl_snac_mis(x, pl_snac_field_name(f), -1, 0, a, s, b);
     }
   }
-  for (int s = 0; s < w; s++) { /* the direct kernel's wire format: every rank or none */
-    uint64_t a = h0[0] >> 48 & PL_HDR_DIRECT, b = pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DIRECT;
-    if (a != b) return pl_snac_mis(x, "direct kernel", -1, 0, a != 0, s, b != 0);
-  }
   coll = (int)(h0[0] >> 16 & 0xff);
   for (int s = 0; s < w; s++) {
     const uint64_t *h = pl_snac_hdr(x, s);
@@ -209,6 +205,12 @@ PL_HD int pl_snac_hdr_check(pl_snac_t *x) {
         uint64_t expect = pl_snac_hdr(x, d)[PL_HDR_FIXED + 2 * w + s];
         if (sent != expect) return pl_snac_mis(x, "sendcounts/recvcounts", d, s, sent, d, expect);
       }
+  }
+  /* the direct kernel's wire format, every rank or none: last, so that a count that differs (and
+   * made one rank take the direct kernel) is named as the count */
+  for (int s = 0; s < w; s++) {
+    uint64_t a = h0[0] >> 48 & PL_HDR_DIRECT, b = pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DIRECT;
+    if (a != b) return pl_snac_mis(x, "direct kernel", -1, 0, a != 0, s, b != 0);
   }
   return 0;
 }

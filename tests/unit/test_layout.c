@@ -166,6 +166,23 @@ static void test_verdict(void) {
   hdr[3][0] = PL_HDR_TAG | (uint64_t)PL_COLL_ALL_TO_ALL_V << 16 | (uint64_t)PURLIN_BF16 << 24;
   EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "dtype") &&
              x.mismatch.rank_b == 3, "dtype mismatch names rank 3");
+  /* AllReduce: rank 1's count differs and made it take the direct kernel: named as the count */
+  for (int s = 0; s < W; s++) {
+    memset(hdr[s], 0, sizeof hdr[s]);
+    hdr[s][0] = PL_HDR_TAG | (uint64_t)PL_COLL_ALL_REDUCE << 16;
+    hdr[s][1] = 1000;
+    hdr[s][6] = W;
+  }
+  EXPECT(pl_snac_hdr_check(&x) == 0, "consistent AllReduce headers pass");
+  hdr[1][0] |= (uint64_t)PL_HDR_DIRECT << 48;
+  hdr[1][1] = 1u << 20;
+  EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "count") &&
+             x.mismatch.rank_b == 1 && x.mismatch.val_b == 1u << 20,
+         "a count that also changed the kernel is named as the count (got %s)", x.mismatch.param);
+  hdr[1][1] = 1000;
+  EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "direct kernel") &&
+             x.mismatch.rank_b == 1 && x.mismatch.val_a == 0 && x.mismatch.val_b == 1,
+         "only the kernel differs: named as the direct kernel (got %s)", x.mismatch.param);
 }
 
 int main(void) {
