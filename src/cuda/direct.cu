@@ -594,6 +594,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         /* round k reuses the staging: every peer has read round k - 1's */
         if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k - 1, 3), &wd,
                                       "its reads of my staging");
+        stop = __syncthreads_or(sh.stop); /* a failed wait: no peer's reads are known done */
+        if (stop) break;
         if (stager) pl_direct_stage(&args, &sh, w, r, k);
       }
       /* a rank that stages: its part c of round k is there (zero copy everywhere: the header) */
