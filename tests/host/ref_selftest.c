@@ -12,20 +12,8 @@
 #include "dtype.h"
 #include "ref.h"
 
-static int g_fail;
-static int g_lines;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      g_fail++;                                                                                    \
-      if (g_lines++ < 60) {                                                                        \
-        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                \
-        printf(__VA_ARGS__);                                                                       \
-        printf("\n");                                                                              \
-      }                                                                                            \
-    }                                                                                              \
-  } while (0)
+#include "../expect.h"
+#define CHECK EXPECT
 
 static const int k_narrow[4] = {REF_F16, REF_BF16, REF_E4M3, REF_E5M2};
 
@@ -246,6 +234,6 @@ int main(int argc, char **argv) {
     cross_check_conversions();
     cross_check_reduce();
   }
-  printf("ref_selftest: %s (%d failures)\n", g_fail ? "FAILED" : "ok", g_fail);
-  return g_fail ? 1 : 0;
+  printf("ref_selftest: %s (%lld failures)\n", pl_failures ? "FAILED" : "ok", pl_failures);
+  return pl_failures ? 1 : 0;
 }

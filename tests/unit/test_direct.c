@@ -15,19 +15,7 @@
 #include <string.h>
 
 #include "direct_plan.h"
-
-static long long failures, checks; /* checks: every byte access of the model, every plan property */
-#define EXPECT(cond, ...)                                                                          \
-  do {                                                                                             \
-    checks++;                                                                                      \
-    if (!(cond)) {                                                                                 \
-      if (failures++ < 20) {                                                                       \
-        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                \
-        printf(__VA_ARGS__);                                                                       \
-        printf("\n");                                                                              \
-      }                                                                                            \
-    }                                                                                              \
-  } while (0)
+#include "../expect.h" /* EXPECT: every byte access of the model, every plan property */
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(uint64_t n) {
@@ -62,7 +50,7 @@ static const int colls[] = {PL_COLL_ALL_REDUCE, PL_COLL_ALL_GATHER, PL_COLL_REDU
  * s's input), as direct.cu's pl_direct_cin places it; AllReduce: shard j of window k. */
 static uint64_t block(const pl_call_t *c, const uint64_t *rc, const uint64_t *sd, uint64_t P,
                       uint64_t R, int j, uint64_t k, uint64_t *off, uint64_t *src) {
-  const uint64_t es = c->esize, n = c->count, w = (uint64_t)c->world;
+  const uint64_t es = c->esize, n = c->count;
   switch (c->coll) {
   case PL_COLL_ALL_GATHER:
   case PL_COLL_ALL_GATHER_V:
@@ -84,7 +72,6 @@ static uint64_t block(const pl_call_t *c, const uint64_t *rc, const uint64_t *sd
     uint64_t s0 = pl_ar_shard_at(per, nk, j), s1 = pl_ar_shard_at(per, nk, j + 1);
     *off = pl_direct_ar_off(R, P, c->world, es, j, s0);
     *src = (base + s0) * es;
-    (void)w;
     return (s1 - s0) * es;
   }
   }
@@ -265,6 +252,6 @@ int main(void) {
           one(ci, w, grids[gi], half, count, ci >= 4 && (t & 1));
         }
   EXPECT(old_split_races(), "the model does not see the replaced split's race");
-  printf("test_direct: %s (%lld checks, %lld failures)\n", failures ? "FAIL" : "ok", checks, failures);
-  return failures != 0;
+  printf("test_direct: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks, pl_failures);
+  return pl_failures != 0;
 }

@@ -9,16 +9,7 @@
 #include "snac/snac_types.h"
 #include "tune.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                                                          \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "../expect.h"
 
 /* Every finite code decodes and re-encodes to itself; midpoints round to even. */
 static void test_roundtrip(const char *name, int bits, float (*dec)(uint32_t),
@@ -195,6 +186,6 @@ int main(void) {
   test_plan();
   test_tune_tables();
   test_verdict();
-  printf("test_layout: %s (%d failures)\n", failures ? "FAILED" : "ok", failures);
-  return failures != 0;
+  printf("test_layout: %s (%lld failures)\n", pl_failures ? "FAILED" : "ok", pl_failures);
+  return pl_failures != 0;
 }
