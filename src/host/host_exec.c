@@ -86,19 +86,11 @@ void *pl_host_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t off, uint64_t by
 }
 
 /* A peer whose process has ended (pidfd readable), or -1. */
-static int pl_dead_peer(struct purlin_comm *comm) {
-  struct pollfd pfd[PL_MAX_WORLD];
-  int n = 0, map[PL_MAX_WORLD];
-  for (int r = 0; r < comm->world; r++) {
-    if (r == comm->rank || comm->pidfds[r] < 0) continue;
-    pfd[n].fd = comm->pidfds[r];
-    pfd[n].events = POLLIN;
-    map[n++] = r;
-  }
-  if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0) return -1;
-  for (int i = 0; i < n; i++)
-    if (pfd[i].revents) return map[i];
-  return -1;
+/* Whether rank `peer`'s process has ended (its pidfd is readable). */
+static int pl_peer_ended(struct purlin_comm *comm, int peer) {
+  if (peer < 0 || peer >= comm->world || peer == comm->rank || comm->pidfds[peer] < 0) return 0;
+  struct pollfd pfd = {comm->pidfds[peer], POLLIN, 0};
+  return poll(&pfd, 1, 0) > 0 && pfd.revents;
 }
 
 /* Why the running call must stop, or 0: an abort from anywhere, or another group's error. */
@@ -141,9 +133,14 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
     uint64_t now = pl_now_ns();
     if (now >= next_check) { /* at most every 20 ms: liveness and deadline */
       next_check = now + 20 * 1000 * 1000;
-      int dead = pl_dead_peer(comm);
-      if (dead >= 0) {
-        a->err_peer = dead;
+      /* Only the awaited rank's end is an error, and only if its flag is still not there: a
+       * peer may finish its part of the last call, destroy and exit while this rank still waits
+       * on a slower one (its memfds stay mapped here). A waiter on the ended rank, if any, aborts
+       * the communicator for everyone. The flag is read again after the pidfd: every store of
+       * an ended process is visible. */
+      if (pl_peer_ended(comm, peer)) {
+        if (pl_flag_ready(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) return 0;
+        a->err_peer = peer;
         a->err_what = "died (its process ended)";
         return PURLIN_ERR_REMOTE;
       }

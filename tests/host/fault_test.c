@@ -18,6 +18,9 @@
  *   init_mismatch the victim asks for another staging size: init gives MISMATCH on every rank
  *   kill_before  the victim SIGKILLs itself right before an AllReduce
  *   kill_during  all ranks loop on large AllReduces; the launcher SIGKILLs the victim mid-loop
+ *   early_exit   the victim finishes its (empty) part of an AllToAllV, destroys and exits while
+ *                two others still move 64 MiB (the sender stopped 150 ms by the launcher meanwhile):
+ *                their call succeeds; the next names the victim
  *   abort        the victim calls purlin_comm_abort instead of the AllReduce: the others get REMOTE
  *   abort_thread the victim blocks in an AllReduce and aborts from a second thread
  *   mismatch     every kind of disagreement in turn (collective, count, count vs 0, dtype, op,
@@ -237,6 +240,63 @@ static void scen_kill_during(purlin_comm_t comm) {
   infof("failed in call %d of the loop", it);
   check_failed_call(comm, st, ms, g_victim, 1, "reduce");
   check_aborted(comm);
+  destroy(comm);
+  free(s);
+  free(r);
+}
+
+/* The victim takes no part in the data of the last call (an AllToAllV in which it sends and
+ * receives nothing), so it finishes first, destroys and exits while rank 0 still streams 64 MiB to
+ * rank 1 through 64 KiB of staging; the launcher then stops the sender for 150 ms (SIGSTOP), so
+ * that the receiver's wait outlasts a futex slice and checks liveness. The survivors' call must succeed (a peer that ended after its
+ * part is not an error: only the awaited peer's end is) and be correct; the next call then gets
+ * REMOTE naming the victim. */
+static void early_exit_pair(int *src, int *dst) {
+  *src = g_victim == 0 ? 1 : 0;
+  *dst = g_victim == g_n - 1 ? g_n - 2 : g_n - 1;
+  if (*dst == *src)
+    *dst = (*src + 1) % g_n;
+}
+
+static void scen_early_exit(purlin_comm_t comm) {
+  if (good_call(comm, 4))
+    return;
+  size_t count = 16u << 20, sc[64] = {0}, rc[64] = {0};
+  int src, dst;
+  early_exit_pair(&src, &dst);
+  if (g_rank == src)
+    sc[dst] = count;
+  if (g_rank == dst)
+    rc[src] = count;
+  int32_t *s = malloc(count * 4), *r = malloc(count * 4);
+  for (size_t i = 0; i < count; i++) {
+    s[i] = (int32_t)(i * 2654435761u) ^ g_rank;
+    r[i] = -7;
+  }
+  double t0 = now_ms();
+  purlin_status_t st = purlin_all_to_all_v(s, sc, NULL, r, rc, NULL, PURLIN_I32, comm, NULL, NULL);
+  infof("all_to_all_v: %s after %.1f ms", purlin_status_name(st), now_ms() - t0);
+  if (st != PURLIN_OK)
+    failf("all_to_all_v: %s: %s", purlin_status_name(st), purlin_comm_last_error(comm));
+  if (g_rank == g_victim) {
+    destroy(comm);
+    free(s);
+    free(r);
+    return;
+  }
+  if (st == PURLIN_OK && g_rank == dst) {
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+      bad += r[i] != ((int32_t)(i * 2654435761u) ^ src);
+    if (bad)
+      failf("all_to_all_v: %zu of %zu elements wrong", bad, count);
+  }
+  if (st == PURLIN_OK) { /* the victim has gone: the next call names it */
+    int32_t x[64] = {0}, y[64];
+    t0 = now_ms();
+    st = purlin_all_reduce(x, y, 64, PURLIN_I32, PURLIN_SUM, comm, NULL, NULL);
+    check_failed_call(comm, st, now_ms() - t0, g_victim, 1, "reduce");
+  }
   destroy(comm);
   free(s);
   free(r);
@@ -499,6 +559,8 @@ static int run_rank(purlin_comm_t comm) {
     scen_kill_before(comm);
   else if (strcmp(g_scen, "kill_during") == 0)
     scen_kill_during(comm);
+  else if (strcmp(g_scen, "early_exit") == 0)
+    scen_early_exit(comm);
   else if (strcmp(g_scen, "abort") == 0)
     scen_abort(comm);
   else if (strcmp(g_scen, "abort_thread") == 0)
@@ -692,6 +754,16 @@ static int launcher_main(void) {
       continue; /* an orphan reparented to us */
     pids[r] = -1;
     left--;
+    if (r == g_victim && strcmp(g_scen, "early_exit") == 0) {
+      int src, dst;
+      early_exit_pair(&src, &dst);
+      if (pids[src] > 0 && kill(pids[src], SIGSTOP) == 0) {
+        printf("launcher: rank %d exited; rank %d stopped for 150 ms\n", r, src);
+        fflush(stdout);
+        sleep_ms(150);
+        kill(pids[src], SIGCONT);
+      }
+    }
     int victim_killed = r == g_victim && (strncmp(g_scen, "kill", 4) == 0);
     if (victim_killed) {
       if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
