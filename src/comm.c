@@ -65,7 +65,7 @@ void pl_comm_abort_all(struct purlin_comm *comm, purlin_status_t st, int culprit
 
 /* What every rank must agree on at init. */
 typedef struct {
-  int32_t pid, world, datapath, pad;
+  int32_t world, datapath;
   uint64_t staging_bytes;
   pl_tune_t tune;
   pl_ws_geom_t geom;
@@ -98,12 +98,25 @@ static purlin_datapath_t pl_pick_datapath(const purlin_config_t *cfg) {
   return pl_cuda_available() ? PURLIN_DATAPATH_CUDA : PURLIN_DATAPATH_HOST;
 }
 
+/* Every rank's pid, and a pidfd for each peer (liveness: host waits, the CUDA watchdog). Before
+ * the datapath's init, which starts the CUDA watchdog on these pidfds. */
+static purlin_status_t pl_exchange_pids(struct purlin_comm *comm) {
+  int32_t mine = (int32_t)getpid(), all[PL_MAX_WORLD];
+  purlin_status_t st = pl_bootstrap_allgather(comm->bs, &mine, all, sizeof mine);
+  if (st) return pl_comm_fail(comm, st, "init: %s", pl_bootstrap_last_error(comm->bs));
+  for (int r = 0; r < comm->world; r++) {
+    comm->pids[r] = all[r];
+    comm->pidfds[r] = -1;
+    if (r != comm->rank) comm->pidfds[r] = (int)syscall(SYS_pidfd_open, comm->pids[r], 0);
+  }
+  return PURLIN_OK;
+}
+
 static purlin_status_t pl_exchange_info(struct purlin_comm *comm, size_t staging) {
   pl_init_info_t mine, *all = calloc((size_t)comm->world, sizeof(*all));
   purlin_status_t st;
   if (!all) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "init info");
   memset(&mine, 0, sizeof mine);
-  mine.pid = (int32_t)getpid();
   mine.world = comm->world;
   mine.datapath = (int32_t)comm->datapath;
   mine.staging_bytes = staging;
@@ -115,7 +128,6 @@ static purlin_status_t pl_exchange_info(struct purlin_comm *comm, size_t staging
     goto out;
   }
   for (int r = 0; r < comm->world; r++) {
-    comm->pids[r] = all[r].pid;
     if (all[r].world != comm->world || all[r].datapath != mine.datapath ||
         all[r].staging_bytes != staging || memcmp(&all[r].tune, &mine.tune, sizeof mine.tune) ||
         memcmp(&all[r].geom, &mine.geom, sizeof mine.geom)) {
@@ -126,10 +138,6 @@ static purlin_status_t pl_exchange_info(struct purlin_comm *comm, size_t staging
                         all[r].world, all[r].datapath, (unsigned long long)all[r].staging_bytes);
       goto out;
     }
-  }
-  for (int r = 0; r < comm->world; r++) {
-    comm->pidfds[r] = -1;
-    if (r != comm->rank) comm->pidfds[r] = (int)syscall(SYS_pidfd_open, comm->pids[r], 0);
   }
 out:
   free(all);
@@ -145,6 +153,7 @@ static purlin_status_t pl_comm_setup(struct purlin_comm *c, const purlin_unique_
   if (st) return pl_comm_fail(c, st, "init: %s", pl_bootstrap_last_error(NULL));
   pl_tune_get(c->datapath, c->world, &c->tune);
   size_t staging = cfg && cfg->staging_bytes ? cfg->staging_bytes : (size_t)c->tune.staging_bytes;
+  if ((st = pl_exchange_pids(c))) return st;
   st = c->datapath == PURLIN_DATAPATH_CUDA ? pl_cuda_init(c, staging) : pl_host_init(c, staging);
   if (st) return st;
   if ((st = pl_exchange_info(c, staging))) return st;

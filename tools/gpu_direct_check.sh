@@ -2,8 +2,9 @@
 # On the GPU machine, in one call (about 8 minutes): the direct kernel's checks and timings
 # (docs/gpu.md, "The direct kernel"; bench/results/2026-12-04-h200-direct/README.md):
 #   t:  build; gpu_test --quick --graph at worlds 8 and 3 with the default staging and with
-#       PURLIN_STAGING_BYTES=4M (several rounds per call); the mismatch fault; testRSV (Zipf) at
-#       64 MiB-1 GiB, world 8, both stagings (every size checked on the GPU);
+#       PURLIN_STAGING_BYTES=4M (several rounds per call); testRSV (Zipf) at
+#       64 MiB-1 GiB, world 8, both stagings (every size checked on the GPU); the faults mismatch,
+#       kill, kill-small and leave (world 3);
 #   s8: the six direct collectives on cudaMalloc buffers (staged copy-in), world 8, 1 MiB-512 MiB;
 #   z8: the same on purlin_mem_alloc buffers (zero copy).
 # Each part's summary goes to $OUT/<part>.txt, everything into $OUT/all.tar.gz (few files: the
@@ -26,7 +27,7 @@ q() { # part cap-seconds env...
 sb=${SKIP_BUILD:-0}
 for p in $PARTS; do
   case $p in
-  t) q t 300 SKIP_BUILD="$sb" CONFIGS="- STAGING_BYTES=4M" TEST_ALL=1 WORLDS="8 3" FAULTS=mismatch \
+  t) q t 420 SKIP_BUILD="$sb" CONFIGS="- STAGING_BYTES=4M" TEST_ALL=1 WORLDS="8 3" FAULTS="mismatch kill kill-small leave" \
        TOOLS=testRSV BW=8 B=64M E=1G F=4 ;;
   s8) q s8 130 SKIP_BUILD="$sb" TW= TF= TOOLS="$T" BW=8 B=1M E=1G F=8 ;;
   z8) q z8 130 SKIP_BUILD="$sb" TW= TF= TOOLS="$T" BW=8 B=1M E=1G F=8 ARGS="--mem purlin" ;;

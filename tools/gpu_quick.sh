@@ -45,7 +45,7 @@ for cfg in $CONFIGS; do
     env ${envs[@]+"${envs[@]}"} PURLIN_TIMEOUT_MS=5000 timeout -k 5 60 "$BUILD/purlinrun" -n 3 \
       "$BUILD/tests/gpu/gpu_test" --fault "$f" > "$R/fault-$f.$tag.log" 2>&1
     rc=$?
-    ROWS+=("$(printf '%-18s fault %-11s rc=%-3s %s' "$cfg" "$f" "$rc" "$(grep -Eo 'mismatch reported: .{0,70}|peer killed: [A-Z_]+ after [0-9.]+ s' \
+    ROWS+=("$(printf '%-18s fault %-11s rc=%-3s %s' "$cfg" "$f" "$rc" "$(grep -Eo 'mismatch reported: .{0,70}|peer killed: [A-Z_]+ after [0-9.]+ s|after the peer left: [A-Z_]+ in [0-9.]+ s|FAIL.{0,70}' \
       "$R/fault-$f.$tag.log" | head -1)")")
   done
   for t in $TOOLS; do

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 extern "C" {
@@ -150,7 +151,9 @@ struct pl_cuda_dp {
   pthread_t watch;
   int watch_on, watch_pipe[2];
   int dead[PL_MAX_WORLD]; /* set by the watchdog (atomics): that rank's process has ended */
-  int dead_rank;          /* the first rank seen dead, -1 */
+  int dead_rank;          /* the first rank seen dead (ended without its exit mark), -1 */
+  int left_rank;          /* the first rank that ended after its exit mark, -1 */
+  uint32_t *bye[PL_MAX_WORLD]; /* every rank's exit mark (pl_bye_create), host memory */
   int ce_on;              /* PURLIN_ATOM=ce asked for (pl_pick_atom) */
   struct pl_ce *ce;       /* the copy-engine atom for gather collectives (ce.cu); NULL: off */
   /* programmatic dependent launch of the lean kernel: the device can (sm_90+); the fewest SMs of
@@ -415,6 +418,8 @@ static int pl_pick_atom(struct purlin_comm *comm, int major, int minor) {
 
 static void pl_cuda_watch_start(struct purlin_comm *comm);
 static void pl_cuda_watch_stop(struct purlin_comm *comm);
+static purlin_status_t pl_bye_create(struct purlin_comm *comm);
+#define PL_BYE_BYTES 4096 /* one page: a rank's exit mark (pl_bye_create) */
 static purlin_status_t pl_cuda_broken(struct purlin_comm *comm);
 
 extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging_bytes) {
@@ -525,6 +530,7 @@ extern "C" purlin_status_t pl_cuda_init(struct purlin_comm *comm, size_t staging
     /* every workspace is zeroed before any rank may write into a peer's */
     if ((st = pl_agree(comm, local, "init: CUDA buffers"))) break;
     if ((st = pl_ce_init(comm, dp->ce_on, dp->state, dp->hdr, dp->err_dev, &dp->ce))) break;
+    if ((st = pl_bye_create(comm))) break;
     PL_INFO("CUDA datapath: device %d (%s, sm_%d%d), atom %d, workspace %llu bytes mapped x %d",
             comm->device, prop.name, prop.major, prop.minor, dp->atom,
             (unsigned long long)dp->ws.size, comm->world);
@@ -538,10 +544,13 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   struct pl_cuda_dp *dp = comm->cuda;
   pl_devguard_t g;
   if (!dp) return;
-  pl_cuda_watch_stop(comm);
   pl_dev_enter(comm, &g);
   cudaDeviceSynchronize(); /* nothing of ours may run on memory about to go */
   (void)cudaGetLastError();
+  /* this rank's part of every call is done: its exit from now on is not a death (pl_cuda_watch);
+   * the watchdog ran until here, so that a peer dying under our last kernel still aborts it */
+  if (dp->bye[comm->rank]) __atomic_store_n(dp->bye[comm->rank], 1u, __ATOMIC_RELEASE);
+  pl_cuda_watch_stop(comm);
   pl_ce_fini(dp->ce);
   dp->ce = NULL;
   pl_cuda_state_t ps;
@@ -575,6 +584,8 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   if (dp->abort_stream) cudaStreamDestroy(dp->abort_stream);
   (void)cudaGetLastError();
   pl_dev_leave(comm, &g);
+  for (int r = 0; r < comm->world; r++)
+    if (dp->bye[r]) munmap(dp->bye[r], PL_BYE_BYTES);
   free(dp->syms);
   free(dp);
   comm->cuda = NULL;
@@ -727,6 +738,40 @@ extern "C" void pl_cuda_abort(struct purlin_comm *comm, unsigned long long abort
   pl_dev_leave(comm, &g);
 }
 
+/* ---- exit marks -------------------------------------------------------------------------------
+ * A pidfd says that a process ended, not whether it died: a rank may finish its part of the last
+ * call, destroy its communicator and exit while a peer's last kernel still runs (the host
+ * datapath's waits tell the two apart by the awaited flag; the watchdog cannot see flags). So
+ * each rank shares one host page (a memfd every rank maps) whose first word pl_cuda_fini sets once
+ * this rank's work on the device is done. Host memory, because it stays readable in every mapping
+ * after its process ended (under MPS a peer's device memory does not), and only its owner writes
+ * it (a write into a peer that is exiting could poison the writer's CUDA context). */
+static purlin_status_t pl_bye_create(struct purlin_comm *comm) {
+  struct pl_cuda_dp *dp = comm->cuda;
+  int fd = memfd_create("purlin-exit-mark", MFD_CLOEXEC), fds[PL_MAX_WORLD];
+  purlin_status_t mine = PURLIN_OK, st;
+  if (fd < 0 || ftruncate(fd, PL_BYE_BYTES) != 0)
+    mine = pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "init: exit mark: %s", strerror(errno));
+  if ((st = pl_agree(comm, mine, "init: exit mark"))) {
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  st = pl_bootstrap_allgather_fd(comm->bs, fd, fds);
+  close(fd);
+  if (st)
+    return pl_comm_fail(comm, st, "init: exit mark: passing file descriptors: %s",
+                        pl_bootstrap_last_error(comm->bs));
+  for (int r = 0; r < comm->world; r++) {
+    void *p = mmap(NULL, PL_BYE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fds[r], 0);
+    close(fds[r]);
+    if (p != MAP_FAILED) dp->bye[r] = (uint32_t *)p;
+    else if (!mine)
+      mine = pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "init: mapping rank %d's exit mark: %s", r,
+                          strerror(errno));
+  }
+  return pl_agree(comm, mine, "init: exit mark");
+}
+
 /* ---- liveness watchdog ------------------------------------------------------------------------
  * A kernel cannot see a peer process die: without help, survivors wait for its flags until their
  * deadline (PURLIN_TIMEOUT_MS). This thread polls the peers' pidfds (the host datapath checks them
@@ -753,6 +798,16 @@ static void *pl_cuda_watch(void *arg) {
     if (k < 0 || pfd[0].revents) return NULL; /* stopped by pl_cuda_watch_stop */
     for (int i = 1; i < n; i++)
       if (pfd[i].revents) __atomic_store_n(&dp->dead[who[i]], 1, __ATOMIC_RELEASE);
+    for (int i = 1; i < n; i++) { /* ended after its exit mark: left, not dead */
+      int d = who[i];
+      if (!pfd[i].revents || !dp->bye[d] || !__atomic_load_n(dp->bye[d], __ATOMIC_ACQUIRE))
+        continue;
+      int none = -1;
+      __atomic_compare_exchange_n(&dp->left_rank, &none, d, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+      PL_INFO("rank %d (pid %d) destroyed its communicator and exited", d, (int)comm->pids[d]);
+      pfd[i].fd = -1; /* poll skips it from now on */
+      pfd[i].revents = 0;
+    }
     for (int i = 1; i < n; i++)
       if (pfd[i].revents) {
         int d = who[i];
@@ -768,6 +823,7 @@ static void *pl_cuda_watch(void *arg) {
 static void pl_cuda_watch_start(struct purlin_comm *comm) {
   struct pl_cuda_dp *dp = comm->cuda;
   dp->dead_rank = -1;
+  dp->left_rank = -1;
   if (comm->world < 2 || pipe(dp->watch_pipe) != 0) return;
   if (pthread_create(&dp->watch, NULL, pl_cuda_watch, comm) != 0) {
     close(dp->watch_pipe[0]);
@@ -798,6 +854,7 @@ static purlin_status_t pl_cuda_broken(struct purlin_comm *comm) {
   if (e == cudaSuccess || e == cudaErrorNotReady) return PURLIN_OK;
   comm->aborted = 1;
   int d = __atomic_load_n(&dp->dead_rank, __ATOMIC_ACQUIRE);
+  if (d < 0) d = __atomic_load_n(&dp->left_rank, __ATOMIC_ACQUIRE);
   if (d < 0) { /* the fault can come while the dead process is still exiting: give it 3 s */
     struct pollfd p[PL_MAX_WORLD];
     int who[PL_MAX_WORLD], n = 0;
@@ -813,12 +870,18 @@ static purlin_status_t pl_cuda_broken(struct purlin_comm *comm) {
         if (p[i].revents) d = who[i];
   }
   if (!comm->async_error) comm->async_error = d >= 0 ? PURLIN_ERR_REMOTE : PURLIN_ERR_CUDA;
+  int clean = d >= 0 && dp->bye[d] && __atomic_load_n(dp->bye[d], __ATOMIC_ACQUIRE);
   if (d >= 0)
     return pl_comm_fail(comm, PURLIN_ERR_REMOTE,
-                        "rank %d (pid %d) died, and this process's CUDA context failed with it (%s: "
-                        "under MPS a dead process's memory is unmapped everywhere); the context is "
-                        "unusable: end this process",
-                        d, (int)comm->pids[d], cudaGetErrorString(e));
+                        "rank %d (pid %d) %s, and this process's CUDA context failed with it (%s: "
+                        "under MPS an ended process's memory is unmapped everywhere); the context "
+                        "is unusable: end this process%s",
+                        d, (int)comm->pids[d],
+                        clean ? "destroyed its communicator and exited while this rank still read "
+                                "its memory"
+                              : "died",
+                        cudaGetErrorString(e),
+                        clean ? " (synchronise the ranks before destroying under MPS)" : "");
   return pl_comm_fail(comm, PURLIN_ERR_CUDA, "the CUDA context failed (%s); it is unusable",
                       cudaGetErrorString(e));
 }
@@ -868,6 +931,11 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     return pl_comm_fail(comm, PURLIN_ERR_REMOTE, "%s: rank %d (pid %d) died: the communicator is "
                         "aborted", pl_coll_name(call->coll), dead, (int)comm->pids[dead]);
   }
+  int left = __atomic_load_n(&dp->left_rank, __ATOMIC_ACQUIRE);
+  if (left >= 0) /* launches nothing: no call can complete without that rank */
+    return pl_comm_fail(comm, PURLIN_ERR_REMOTE, "%s: rank %d (pid %d) destroyed its communicator "
+                        "and exited: no call of this communicator can complete; destroy it",
+                        pl_coll_name(call->coll), left, (int)comm->pids[left]);
   memset(&args, 0, sizeof args);
   x->c = *call;
   /* device counts: x->c keeps the caller's device pointers; the kernel reads them (vcounts.h) */

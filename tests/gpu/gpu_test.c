@@ -11,6 +11,8 @@
  *   purlinrun -n N gpu_test --fault kill-gather                       the same in an AllGather
  *   purlinrun -n N gpu_test --fault kill-small                        the same in a 4 KB AllReduce
  *                                                                     (the lean packet kernel)
+ *   purlinrun -n N gpu_test --fault leave                             rank N-1 destroys and exits:
+ *                                                                     no error, then REMOTE at once
  *   --no-a2av: skip all_to_all_v cases (PURLIN_ATOM=ce with a small PURLIN_STAGING_BYTES refuses
  *   blocks above staging/world; see docs/gpu.md)
  *
@@ -977,7 +979,7 @@ static purlin_status_t kill_call(int gather, size_t n) {
 
 /* Rank world-1 launches a large AllReduce (or AllGather, or with small: a 4000-byte AllReduce, which
  * the lean packet kernel runs; it may complete before the rank exits, the next one cannot) and exits at once (its kernel dies with
- * it). The others must see TIMEOUT or REMOTE within PURLIN_TIMEOUT_MS (plus slack), and later calls
+ * it). The others must see REMOTE naming it within PURLIN_TIMEOUT_MS (plus slack), and later calls
  * must refuse. */
 static int fault_kill(int timeout_ms, int gather, int small) {
   size_t n = small ? 1000 : ((size_t)32 << 20) / 4;
@@ -1005,14 +1007,59 @@ static int fault_kill(int timeout_ms, int gather, int small) {
   purlin_status_t got = ast ? ast : st;
   printf("gpu_test: rank %d: peer killed: %s after %.2f s: %s\n", g_rank, purlin_status_name(got),
          dt, purlin_comm_last_error(g_comm));
-  if ((got != PURLIN_ERR_TIMEOUT && got != PURLIN_ERR_REMOTE) || dt > timeout_ms / 1000.0 + 5) {
-    fail_line("kill: got %s after %.2f s (expected TIMEOUT/REMOTE within %d ms + 5 s)",
+  /* REMOTE: the watchdog saw the death (or, under MPS, the fault it caused was explained);
+   * TIMEOUT would mean that no pidfd was watched (as before 2026-12-05: the watchdog started
+   * before the pidfds were opened) */
+  if (got != PURLIN_ERR_REMOTE || dt > timeout_ms / 1000.0 + 5) {
+    fail_line("kill: got %s after %.2f s (expected REMOTE within %d ms + 5 s)",
               purlin_status_name(got), dt, timeout_ms);
     return 1;
   }
   st = purlin_all_reduce(g_dev[0], g_dev[1], 10, PURLIN_F32, PURLIN_SUM, g_comm, g_stream, NULL);
   if (st == PURLIN_OK) {
     fail_line("kill: a call after the abort was accepted");
+    return 1;
+  }
+  g_pass++;
+  return 0;
+}
+
+/* Rank world-1 makes one call with the others, destroys its communicator and exits (a clean exit:
+ * its part of every call is done). The others give its process 1.5 s to end, then: no error may be
+ * recorded (the watchdog must tell this from a death by the rank's exit mark, not abort), and a
+ * call must be refused at once, launching nothing, with REMOTE naming the rank that left. Fails
+ * if the watchdog watches no pidfd (a call is launched) or takes the exit for a death (REMOTE
+ * "died" recorded). */
+static int fault_leave(void) {
+  add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 1000, B_OUT_DD, 0);
+  if (g_rank == g_world - 1) {
+    purlin_comm_destroy(g_comm);
+    printf("gpu_test: rank %d: destroyed and leaving\n", g_rank);
+    fflush(stdout);
+    _exit(g_fail ? 1 : 0);
+  }
+  usleep(1500 * 1000);
+  purlin_status_t ast = PURLIN_OK;
+  purlin_comm_get_async_error(g_comm, &ast);
+  if (ast != PURLIN_OK) {
+    fail_line("leave: async error %s after a peer's clean exit (expected OK): %s",
+              purlin_status_name(ast), purlin_comm_last_error(g_comm));
+    return 1;
+  }
+  char want[64];
+  snprintf(want, sizeof want, "rank %d (pid", g_world - 1);
+  double t0 = now_s();
+  purlin_status_t st = purlin_all_reduce(g_dev[0], g_dev[1], 1000, PURLIN_F32, PURLIN_SUM, g_comm,
+                                         g_stream, NULL);
+  CK(cudaStreamSynchronize(g_stream));
+  double dt = now_s() - t0;
+  const char *msg = purlin_comm_last_error(g_comm);
+  printf("gpu_test: rank %d: after the peer left: %s in %.3f s: %s\n", g_rank,
+         purlin_status_name(st), dt, msg);
+  if (st != PURLIN_ERR_REMOTE || !strstr(msg, want) || !strstr(msg, "destroyed its communicator") ||
+      dt > 0.5) {
+    fail_line("leave: a call after rank %d left gave %s in %.3f s (expected REMOTE at once "
+              "naming it as destroyed): %s", g_world - 1, purlin_status_name(st), dt, msg);
     return 1;
   }
   g_pass++;
@@ -1036,7 +1083,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault = argv[++i];
     else {
       fprintf(stderr, "usage: gpu_test [--quick|--tiny|--huge|--device-counts] [--big] [--graph] "
-                      "[--seed S] [--no-a2av] [--fault mismatch|kill|kill-gather|kill-small]\n");
+                      "[--seed S] [--no-a2av] [--fault mismatch|kill|kill-gather|kill-small|leave]\n");
       return 2;
     }
   }
@@ -1082,6 +1129,11 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (fault && !strcmp(fault, "mismatch")) {
     rc = fault_mismatch();
+  } else if (fault && !strcmp(fault, "leave")) {
+    rc = fault_leave();
+    purlin_comm_destroy(g_comm); /* frees the purlin_mem_alloc buffers (a free is not collective) */
+    printf("gpu_test: rank %d: %ld passed, %ld failed\n", g_rank, g_pass, g_fail);
+    return rc || g_fail ? 1 : 0;
   } else if (fault && (!strcmp(fault, "kill") || !strcmp(fault, "kill-gather") ||
                        !strcmp(fault, "kill-small"))) {
     const char *t = getenv("PURLIN_TIMEOUT_MS");

@@ -144,6 +144,7 @@ run device-counts 4 150 -- --device-counts   # V counts in device memory: eager,
 run kill 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
 run kill-small 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill-small   # the lean packet kernel
 run kill 8 60 PURLIN_TIMEOUT_MS=5000 -- --fault kill
+run leave 3 60 PURLIN_TIMEOUT_MS=5000 -- --fault leave   # a clean exit is not a death
 if BUILD=$BUILD OUT=$LOGS ARCH=$ARCH bash "$ROOT/tests/gpu/examples.sh"; then ex=PASS; else ex=FAIL; fi; ROWS+=("$(printf '%-16s %5s  %-12s %8s %8s %6s' examples 2,4 "$ex" - - -)")
 fi
 
