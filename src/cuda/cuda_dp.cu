@@ -23,6 +23,7 @@ extern "C" {
 #include "comm.h"
 #include "log.h"
 #include "param.h"
+#include "shm.h"
 }
 #include "cuda/cuda_dp.h"
 #include "cuda/cuda_int.h"
@@ -153,7 +154,7 @@ struct pl_cuda_dp {
   int dead[PL_MAX_WORLD]; /* set by the watchdog (atomics): that rank's process has ended */
   int dead_rank;          /* the first rank seen dead (ended without its exit mark), -1 */
   int left_rank;          /* the first rank that ended after its exit mark, -1 */
-  uint32_t *bye[PL_MAX_WORLD]; /* every rank's exit mark (pl_bye_create), host memory */
+  char *bye[PL_MAX_WORLD]; /* every rank's exit mark page (pl_bye_create), host memory */
   int ce_on;              /* PURLIN_ATOM=ce asked for (pl_pick_atom) */
   struct pl_ce *ce;       /* the copy-engine atom for gather collectives (ce.cu); NULL: off */
   /* programmatic dependent launch of the lean kernel: the device can (sm_90+); the fewest SMs of
@@ -549,7 +550,8 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   (void)cudaGetLastError();
   /* this rank's part of every call is done: its exit from now on is not a death (pl_cuda_watch);
    * the watchdog ran until here, so that a peer dying under our last kernel still aborts it */
-  if (dp->bye[comm->rank]) __atomic_store_n(dp->bye[comm->rank], 1u, __ATOMIC_RELEASE);
+  if (dp->bye[comm->rank])
+    __atomic_store_n((uint32_t *)(void *)dp->bye[comm->rank], 1u, __ATOMIC_RELEASE);
   pl_cuda_watch_stop(comm);
   pl_ce_fini(dp->ce);
   dp->ce = NULL;
@@ -746,30 +748,21 @@ extern "C" void pl_cuda_abort(struct purlin_comm *comm, unsigned long long abort
  * this rank's work on the device is done. Host memory, because it stays readable in every mapping
  * after its process ended (under MPS a peer's device memory does not), and only its owner writes
  * it (a write into a peer that is exiting could poison the writer's CUDA context). */
+/* Whether rank r has set its exit mark (0 without marks). */
+static int pl_bye_set(const struct pl_cuda_dp *dp, int r) {
+  return dp->bye[r] &&
+         __atomic_load_n((const uint32_t *)(const void *)dp->bye[r], __ATOMIC_ACQUIRE);
+}
+
 static purlin_status_t pl_bye_create(struct purlin_comm *comm) {
   struct pl_cuda_dp *dp = comm->cuda;
-  int fd = memfd_create("purlin-exit-mark", MFD_CLOEXEC), fds[PL_MAX_WORLD];
-  purlin_status_t mine = PURLIN_OK, st;
-  if (fd < 0 || ftruncate(fd, PL_BYE_BYTES) != 0)
-    mine = pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "init: exit mark: %s", strerror(errno));
-  if ((st = pl_agree(comm, mine, "init: exit mark"))) {
-    if (fd >= 0) close(fd);
-    return st;
-  }
-  st = pl_bootstrap_allgather_fd(comm->bs, fd, fds);
-  close(fd);
-  if (st)
-    return pl_comm_fail(comm, st, "init: exit mark: passing file descriptors: %s",
-                        pl_bootstrap_last_error(comm->bs));
-  for (int r = 0; r < comm->world; r++) {
-    void *p = mmap(NULL, PL_BYE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fds[r], 0);
-    close(fds[r]);
-    if (p != MAP_FAILED) dp->bye[r] = (uint32_t *)p;
-    else if (!mine)
-      mine = pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "init: mapping rank %d's exit mark: %s", r,
-                          strerror(errno));
-  }
-  return pl_agree(comm, mine, "init: exit mark");
+  int fd = -1;
+  purlin_status_t st = pl_agree(comm, pl_memfd(comm, "purlin-exit-mark", PL_BYE_BYTES, &fd),
+                                "init: exit mark");
+  if (!st) st = pl_agree(comm, pl_map_all(comm, fd, PL_BYE_BYTES, dp->bye),
+                         "init: exit mark");
+  if (fd >= 0) close(fd);
+  return st;
 }
 
 /* ---- liveness watchdog ------------------------------------------------------------------------
@@ -800,7 +793,7 @@ static void *pl_cuda_watch(void *arg) {
       if (pfd[i].revents) __atomic_store_n(&dp->dead[who[i]], 1, __ATOMIC_RELEASE);
     for (int i = 1; i < n; i++) { /* ended after its exit mark: left, not dead */
       int d = who[i];
-      if (!pfd[i].revents || !dp->bye[d] || !__atomic_load_n(dp->bye[d], __ATOMIC_ACQUIRE))
+      if (!pfd[i].revents || !pl_bye_set(dp, d))
         continue;
       int none = -1;
       __atomic_compare_exchange_n(&dp->left_rank, &none, d, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -870,7 +863,7 @@ static purlin_status_t pl_cuda_broken(struct purlin_comm *comm) {
         if (p[i].revents) d = who[i];
   }
   if (!comm->async_error) comm->async_error = d >= 0 ? PURLIN_ERR_REMOTE : PURLIN_ERR_CUDA;
-  int clean = d >= 0 && dp->bye[d] && __atomic_load_n(dp->bye[d], __ATOMIC_ACQUIRE);
+  int clean = d >= 0 && pl_bye_set(dp, d);
   if (d >= 0)
     return pl_comm_fail(comm, PURLIN_ERR_REMOTE,
                         "rank %d (pid %d) %s, and this process's CUDA context failed with it (%s: "

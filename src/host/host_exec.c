@@ -17,6 +17,7 @@
 
 #include "comm.h"
 #include "host/host_atom.h"
+#include "shm.h"
 #include "log.h"
 #include "param.h"
 #include "snac/snac.h"
@@ -85,7 +86,6 @@ void *pl_host_sym(pl_atom_t *a, int peer, uint64_t id, uint64_t off, uint64_t by
   return s->base[peer] + off;
 }
 
-/* A peer whose process has ended (pidfd readable), or -1. */
 /* Whether rank `peer`'s process has ended (its pidfd is readable). */
 static int pl_peer_ended(struct purlin_comm *comm, int peer) {
   if (peer < 0 || peer >= comm->world || peer == comm->rank || comm->pidfds[peer] < 0) return 0;
@@ -154,39 +154,6 @@ int pl_host_await_slow(pl_atom_t *a, const uint64_t *flag, uint64_t value, int p
 }
 
 /* ---- symmetric memory ------------------------------------------------------------------------ */
-
-static purlin_status_t pl_map_all(struct purlin_comm *comm, int myfd, size_t bytes, char **bases) {
-  int fds[PL_MAX_WORLD];
-  purlin_status_t st = pl_bootstrap_allgather_fd(comm->bs, myfd, fds);
-  if (st) return pl_comm_fail(comm, st, "exchanging shared memory: %s",
-                              pl_bootstrap_last_error(comm->bs));
-  for (int r = 0; r < comm->world; r++) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[r], 0);
-    close(fds[r]);
-    fds[r] = -1;
-    if (p == MAP_FAILED) {
-      st = pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "mapping rank %d's memory (%zu bytes): %s", r,
-                        bytes, strerror(errno));
-      for (int q = r + 1; q < comm->world; q++) close(fds[q]);
-      for (int q = 0; q < r; q++) munmap(bases[q], bytes);
-      return st;
-    }
-    bases[r] = (char *)p;
-  }
-  return PURLIN_OK;
-}
-
-static purlin_status_t pl_memfd(struct purlin_comm *comm, const char *what, size_t bytes,
-                                int *fd) {
-  int f = memfd_create(what, MFD_CLOEXEC);
-  if (f < 0) return pl_comm_fail(comm, PURLIN_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-  if (ftruncate(f, (off_t)bytes) != 0) {
-    close(f);
-    return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "ftruncate(%zu): %s", bytes, strerror(errno));
-  }
-  *fd = f;
-  return PURLIN_OK;
-}
 
 static size_t pl_page_round(size_t b) { return (b + 4095) & ~(size_t)4095; }
 
