@@ -530,12 +530,36 @@ typedef struct {
   size_t bytes, count;
   int dtype, op;
   double floor_us;
+  double move_floor_us; /* the floor from the bytes a rank moves, whatever the memory */
   cell_t cell[2]; /* out-of-place, in-place */
 } row_t;
 
 static row_t *rows;
 static int nrows, cap_rows;
 static double copy_bw, barrier_us;
+/* Every rank's buffers are in one memory (ranks on one GPU under MPS, or host ranks of one
+ * machine): the floor is that memory's traffic (geometry's mem_bytes), not the bytes a rank
+ * receives (move_bytes: the bound where each rank has its own memory and a link between them). */
+static int mem_shared;
+
+/* 1 when every rank runs on the same host and device (bench_gpu_id), agreed by every rank. */
+static int all_in_one_memory(void) {
+  char me[96], host[64] = "?", gpu[32];
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = 0;
+  bench_gpu_id(gpu, sizeof gpu);
+  memset(me, 0, sizeof me);
+  snprintf(me, sizeof me, "%s|%s", host, B.cuda ? gpu : "host");
+  char *all = malloc(sizeof me * (size_t)B.world);
+  if (!all)
+    bench_die("out of host memory");
+  bench_allgather_host(me, all, sizeof me);
+  int same = 1;
+  for (int r = 1; r < B.world; r++)
+    same &= !strcmp(all, all + (size_t)r * sizeof me);
+  free(all);
+  return same;
+}
 /* CUDA: purlin's own zero-byte all-to-all, and the flag barrier with 4 KiB kernel arguments
  * (bench/floor.cu), printed beside the floor; 0 on the host datapath. */
 static double purlin_barrier_us, fat_barrier_us;
@@ -549,7 +573,8 @@ static void run_row(size_t bytes, int dtype, int op, row_t *row) {
   row->count = g.count;
   row->dtype = dtype;
   row->op = op;
-  row->floor_us = fmax(barrier_us, g.move_bytes / copy_bw * 1e6);
+  row->floor_us = fmax(barrier_us, (mem_shared ? g.mem_bytes : g.move_bytes) / copy_bw * 1e6);
+  row->move_floor_us = fmax(barrier_us, g.move_bytes / copy_bw * 1e6);
   double factor = bench_colls[coll].bus_factor_num * (B.world - 1) / B.world;
   for (int ip = 0; ip < 2; ip++) {
     cell_t *cl = &row->cell[ip];
@@ -622,8 +647,14 @@ static void print_header(const char *tool, int datapath) {
            "all_to_all %.2f us%s\n",
            fat_barrier_us, purlin_barrier_us,
            purlin_barrier_us < 0 ? " (not run: PURLIN_PROFILE is set)" : "");
-  printf("# floor(us) = max(barrier, bytes a rank must move / copy bandwidth); x floor = time / "
-         "floor\n");
+  if (mem_shared)
+    printf("# floor(us) = max(barrier, memory traffic per rank / copy bandwidth): every rank is in "
+           "one memory, so its traffic is the bound (each output byte written once, each input "
+           "byte needed read once, in bytes of a copy); x floor = time / floor (the JSON's "
+           "move_floor_us: from the bytes a rank receives, the bound of separate memories)\n");
+  else
+    printf("# floor(us) = max(barrier, bytes a rank must move / copy bandwidth); x floor = time / "
+           "floor\n");
   if (O.baseline_nccl)
     printf("# baseline: NCCL %d (NCCL_NVLS_ENABLE=0); vsNCCL = NCCL time / purlin time\n",
            bench_nccl_version());
@@ -714,8 +745,9 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
           O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);
   fprintf(f,
           "  \"speed_of_light\": {\"copy_GBs\": %.4f, \"barrier_us\": %.4f, "
-          "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f},\n",
-          copy_bw / 1e9, barrier_us, fat_barrier_us, purlin_barrier_us);
+          "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f, \"floor_model\": \"%s\"},\n",
+          copy_bw / 1e9, barrier_us, fat_barrier_us, purlin_barrier_us,
+          mem_shared ? "memory" : "move");
   fprintf(f, "  \"busbw_factor\": %.6f,\n",
           bench_colls[coll].bus_factor_num * (B.world - 1) / B.world);
   fprintf(f, "  \"rows\": [\n");
@@ -723,9 +755,10 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
     const row_t *r = &rows[i];
     fprintf(f,
             "    {\"bytes\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-            "\"floor_us\": %.4f, ",
+            "\"floor_us\": %.4f, \"move_floor_us\": %.4f, ",
             r->bytes, r->count, purlin_dtype_name((purlin_dtype_t)r->dtype),
-            bench_colls[coll].reduce ? purlin_op_name((purlin_op_t)r->op) : "none", r->floor_us);
+            bench_colls[coll].reduce ? purlin_op_name((purlin_op_t)r->op) : "none", r->floor_us,
+            r->move_floor_us);
     json_cell(f, "out_of_place", &r->cell[0]);
     fprintf(f, ", ");
     json_cell(f, "in_place", &r->cell[1]);
@@ -821,6 +854,7 @@ int main(int argc, char **argv) {
   double t = 1.0 / bench_copy_bw((size_t)64 << 20, 5);
   bench_allreduce_host(&t, 1, PURLIN_F64, PURLIN_MAX);
   copy_bw = 1.0 / t;
+  mem_shared = all_in_one_memory();
   {
     /* at least 20 calls x 5 repeats after 5 warm-up calls, whatever -n -R -w say: it is cheap, and
      * the first calls of a communicator pay for its setup */

@@ -49,11 +49,19 @@ typedef struct {
   bench_seg_t *segs;
   int nsegs;
   double move_bytes; /* bytes this rank must receive or read from peers at minimum */
+  /* Ranks that share one memory (one GPU under MPS, or the host): the memory traffic the call
+   * needs at least, per rank on average, in bytes of a copy ((reads + writes) / 2), out of place:
+   * every output byte written once, every input byte the call needs read once (bench_mem_bytes) */
+  double mem_bytes;
 } bench_geom_t;
 
 int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int world, int rank,
                     uint64_t seed, double zipf);
 void bench_geom_free(bench_geom_t *g);
+/* mem_bytes of a collective on n ranks whose full array (the size column) is S bytes: AllReduce,
+ * the gathers, AllToAll(V): S (each rank writes its S-byte output and reads S of inputs);
+ * ReduceScatter(V): (n + 1) S / 2n (a rank reads its shard of every input, S, and writes S / n). */
+double bench_mem_bytes(int coll, double S, int n);
 
 /* ---- inputs and checking -------------------------------------------------------------------- */
 /* Input element i of `rank` for (seed, size, buffer): random, never zero, finite (elem.h's

@@ -243,7 +243,12 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
   default:
     return -1;
   }
+  g->mem_bytes = bench_mem_bytes(coll, S, world);
   return 0;
+}
+
+double bench_mem_bytes(int coll, double S, int n) {
+  return coll == B_RS || coll == B_RSV ? (double)(n + 1) * S / (2.0 * n) : S;
 }
 
 void bench_geom_free(bench_geom_t *g) {

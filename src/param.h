@@ -32,6 +32,7 @@
   X(DIRECT_CTA_BYTES, SIZE, "0", "CUDA direct kernel: one CTA per this many bytes of a call; 0: table") \
   X(DIRECT_UNROLL, INT, "0", "CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or 8); 0: table") \
   X(DIRECT_STREAM, INT, "-1", "CUDA direct kernel, gathers: evict-first (streaming) loads and stores (1) or not (0); -1: table") \
+  X(DIRECT_PUSH, INT, "-1", "CUDA direct kernel, AllReduce on peer-mapped outputs: each rank stores its reduced shard into every output (1) or every rank reads them (0); -1: table") \
   X(PDL, INT, "1", "CUDA lean kernel: programmatic dependent launch on sm_90+ with one rank per GPU (2: also when ranks share a GPU; 0: off)") \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
   X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \

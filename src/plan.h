@@ -60,6 +60,9 @@ typedef struct {
   uint64_t direct_unroll; /* CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or
                              8; local) */
   uint64_t direct_stream; /* CUDA direct kernel, gathers: evict-first loads and stores (local) */
+  uint64_t direct_push; /* CUDA direct kernel, AllReduce, every output peer-mapped: each rank
+                           stores its reduced shard into every output (else every rank reads
+                           every peer's reduced shard after a flag exchange) */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page

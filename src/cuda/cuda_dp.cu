@@ -1046,6 +1046,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dflags_stride = dp->dflags.size;
   args.dunroll = (int)comm->tune.direct_unroll;
   args.dstream = (int)comm->tune.direct_stream;
+  args.dpush = (int)comm->tune.direct_push;
   args.dpiece = dpiece;
   args.dslot = dslot;
   args.drounds = drounds;

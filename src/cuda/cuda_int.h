@@ -87,6 +87,7 @@ typedef struct {
   uint64_t dflags_stride;
   int dunroll;                 /* direct kernel, gathers: 16-byte loads in flight per thread */
   int dstream;                 /* direct kernel, gathers: streaming loads and stores */
+  int dpush;                   /* direct kernel, AllReduce: push when every output is mapped */
   uint64_t dpiece, dslot, drounds; /* direct kernel: pl_direct_plan */
 } pl_cuda_args_t;
 #define PL_PDL_WAIT 1    /* launched with programmatic dependent launch: griddepcontrol.wait */

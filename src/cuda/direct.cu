@@ -68,8 +68,10 @@ typedef struct {
   const char *src2[PL_MAX_WORLD]; /* AllReduce: rank s's reduced shard, in its output */
   char *dst2[PL_MAX_WORLD];       /* AllReduce: where it lands in mine */
   uint64_t bytes2[PL_MAX_WORLD];  /* its bytes */
-  char *red_dst;                  /* reductions: my shard in my output */
-  char *red_stg;                  /* AllReduce, my output not peer-mapped: my staging's copy */
+  char *red_out[PL_MAX_WORLD];    /* reductions: where my reduced shard goes: [0] my output;
+                                     AllReduce, my output not peer-mapped: [1] my staging's copy;
+                                     AllReduce pushing: [j] rank r + j's output */
+  int nred_out;                   /* how many of them */
   uint64_t red_bytes;             /* its bytes */
   const char *cin_src[PL_MAX_WORLD]; /* a staging rank's round: what it copies into its staging */
   char *cin_dst[PL_MAX_WORLD];
@@ -124,6 +126,26 @@ PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *wha
     for (; i_ < n_; i_ += nt_) d_[i_] = __ldcg(s_ + i_);                                           \
   } while (0)
 
+/* The same, its last pass predicated instead of a tail loop of one vector at a time (which paid a
+ * load latency per vector when a CTA's part is not a multiple of UNR x 8 KiB): the gathers' copy.
+ * (In the reduction kernels, which inline the copy twice, it put them over their register cap:
+ * ptxas -v; their copies are the staging's and AllReduce's second phase.) */
+#define PL_DIRECT_PLOOP_(UNR, CS, T, d, s, n, tid, nt)                                             \
+  do {                                                                                             \
+    const T *s_ = (const T *)(s);                                                                  \
+    T *d_ = (T *)(d);                                                                              \
+    uint64_t n_ = (n), nt_ = (nt), i_ = (tid);                                                     \
+    for (; i_ < n_; i_ += (UNR) * nt_) {                                                           \
+      T v_[(UNR)];                                                                                 \
+      _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) if (i_ + (uint64_t)u_ * nt_ < n_)      \
+          v_[u_] = (CS) ? __ldcs(s_ + i_ + (uint64_t)u_ * nt_) : __ldcg(s_ + i_ + (uint64_t)u_ * nt_); \
+      _Pragma("unroll") for (int u_ = 0; u_ < (UNR); u_++) if (i_ + (uint64_t)u_ * nt_ < n_) {    \
+        if (CS) __stcs(d_ + i_ + (uint64_t)u_ * nt_, v_[u_]);                                      \
+        else d_[i_ + (uint64_t)u_ * nt_] = v_[u_];                                                 \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
 /* Word j of the 16 bytes at byte a (0..15) of the 32 bytes A:B (Q = a / 4, shift 8 (a % 4)). */
 #define PL_DIRECT_W_(A, B, k) ((k) == 0 ? (A).x : (k) == 1 ? (A).y : (k) == 2 ? (A).z : (k) == 3 ? (A).w \
                                : (k) == 4 ? (B).x : (k) == 5 ? (B).y : (k) == 6 ? (B).z : (B).w)
@@ -156,7 +178,9 @@ static __device__ __noinline__ void pl_direct_copy_shift(uint4 *d, const uint4 *
   for (; i < n; i += nt) d[i] = pl_direct_shift<Q>(__ldcg(sa + i), __ldcg(sa + i + 1), sh);
 }
 
-template <int UNR, int CS> PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
+/* PRED: PL_DIRECT_PLOOP_ (the gathers), else PL_DIRECT_LOOP_ */
+template <int UNR, int CS, int PRED = 0>
+PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
   if (!bytes) return;
   uint64_t tid = threadIdx.x, nt = blockDim.x;
   uint64_t head = (16 - ((uintptr_t)dst & 15)) & 15;
@@ -173,6 +197,8 @@ template <int UNR, int CS> PL_DEV void pl_direct_copy(char *dst, const char *src
     case 2: pl_direct_copy_shift<2>(d, sa, a, body); break;
     default: pl_direct_copy_shift<3>(d, sa, a, body); break;
     }
+  } else if (PRED) {
+    PL_DIRECT_PLOOP_(UNR, CS, uint4, dst + head, src + head, body, tid, nt);
   } else {
     PL_DIRECT_LOOP_(UNR, CS, uint4, dst + head, src + head, body, tid, nt);
   }
@@ -190,7 +216,7 @@ PL_DEV uint64_t pl_direct_word(const char *p, uint64_t bytes, uint64_t i) {
 }
 
 /* Reduce bytes [lo, hi) of my shard from every rank's input (sh->src[s] + lo, s ascending) into
- * sh->red_dst + lo. Fast path: every pointer 16-byte aligned, U vectors per source per thread,
+ * every sh->red_out[j] + lo. Fast path: every pointer 16-byte aligned, U vectors per source per thread,
  * sources 8 at a time (all 8 loads issued before the first is used); else word by word. Out of
  * line: inlined into the round loop it spilled (ptxas -v). */
 template <int DT, int OP>
@@ -198,7 +224,7 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
                                                     uint64_t hi) {
   const uint64_t tid = threadIdx.x, nt = blockDim.x, b = hi - lo;
   constexpr int U = PL_DIRECT_RED_U(DT);
-  char *dst = sh->red_dst + lo, *dst2 = sh->red_stg ? sh->red_stg + lo : NULL;
+  const int nout = sh->nred_out;
   uint64_t nvec = sh->misalign ? 0 : b / 16, done = 16 * nvec;
   for (uint64_t i0 = tid; i0 < nvec; i0 += U * nt) {
     pl_lacc_t acc[U][2];
@@ -229,8 +255,7 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
       if (i0 + k * nt < nvec) {
         uint64_t w0 = pl_lacc_get<DT>(&acc[k][0], op, w), w1 = pl_lacc_get<DT>(&acc[k][1], op, w);
         uint4 o = make_uint4((uint32_t)w0, (uint32_t)(w0 >> 32), (uint32_t)w1, (uint32_t)(w1 >> 32));
-        ((uint4 *)dst)[i0 + k * nt] = o;
-        if (dst2) ((uint4 *)dst2)[i0 + k * nt] = o;
+        for (int j = 0; j < nout; j++) ((uint4 *)(sh->red_out[j] + lo))[i0 + k * nt] = o;
       }
   }
   /* the rest (all of it when misaligned): word by word */
@@ -240,8 +265,7 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
     for (int s = 0; s < w; s++)
       pl_lacc_put<DT>(&acc, pl_direct_word(sh->src[s] + lo + done, rb, j), op, s == 0);
     uint64_t o = pl_lacc_get<DT>(&acc, op, w);
-    pl_pkt_unpack(dst + done, rb, j, o);
-    if (dst2) pl_pkt_unpack(dst2 + done, rb, j, o);
+    for (int q = 0; q < nout; q++) pl_pkt_unpack(sh->red_out[q] + lo + done, rb, j, o);
   }
 }
 
@@ -363,16 +387,33 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
     if (zr && !(sh->precv[s] = pl_direct_peer(a, w, s, h[4], h[5]))) return 1;
   }
   /* bit 0: some rank stages (its input, or AllReduce's reduced shard); bit 1: some rank's buffers
-   * are read in place (its call may return only when every peer has read them) */
-  atomicOr(&sh->kinds, (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u));
+   * are read or written in place (its call may return only when every peer is done with them);
+   * bit 2: some rank's AllReduce output is not peer-mapped (else every rank pushes its reduced
+   * shard into every output: pl_direct_push) */
+  atomicOr(&sh->kinds,
+           (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u) | (ar && !zr ? 4u : 0u));
   return 0;
 }
 
+/* AllReduce pushes when every rank's output is peer-mapped (kinds from pl_direct_peers, the same
+ * on every rank): each rank writes its reduced shard straight into every rank's output, so there
+ * is no second phase (a flag exchange, then every rank reading every peer's reduced shard). Per
+ * rank the call reads its inputs and writes its outputs once: 2 S of memory traffic instead of
+ * (3 - 1 / world) S on one GPU; over NVLink, one flag exchange fewer per round. Safe in place
+ * too: shard j's bytes of every buffer are read and written only by rank j, whose CTA c reads its
+ * part c from every input before it writes that part anywhere; the final flag exchange ("done")
+ * tells every rank that its peers' writes into its output have landed. The idea is the one of
+ * NCCL's symmetric-memory kernels and TensorRT-LLM's two-shot all-reduce (the reduced shard
+ * stored to every peer); the code is purlin's. */
+PL_DEV int pl_direct_push(int coll, unsigned kinds) {
+  return coll == PL_COLL_ALL_REDUCE && !(kinds & 4u);
+}
+
 /* Thread s, round k: what this rank reads of rank s (its buffer, mapped here, or its staging) and
- * where it goes. */
+ * where it goes (push: pl_direct_push). */
 template <int RED>
 PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r, int s,
-                            uint64_t k) {
+                            uint64_t k, int push) {
   const pl_snac_t *X = &a->x;
   const pl_call_t *c = &sh->x.c;
   const uint64_t es = c->esize, n = c->count, P = a->dpiece, lo = k * P;
@@ -394,10 +435,16 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
     const uint64_t s0 = pl_ar_shard_at(per, nk, s), s1 = pl_ar_shard_at(per, nk, s + 1);
     sh->src[s] = send ? send + (base + b0) * es : stg + pl_direct_ar_slot(a, r, b0);
     if (s == r) {
-      sh->red_dst = X->recv + (base + b0) * es;
+      char *stg_out = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + pl_direct_ar_slot(a, r, b0);
+      sh->red_out[0] = X->recv + (base + b0) * es;
       sh->red_bytes = (b1 - b0) * es;
-      sh->red_stg = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + pl_direct_ar_slot(a, r, b0);
-      mis |= (unsigned)((uintptr_t)sh->red_dst & 15) | (unsigned)((uintptr_t)sh->red_stg & 15);
+      sh->nred_out = push ? w : stg_out ? 2 : 1;
+      if (!push && stg_out) sh->red_out[1] = stg_out;
+      mis |= (unsigned)((uintptr_t)sh->red_out[0] & 15) | (unsigned)((uintptr_t)stg_out & 15);
+    } else if (push) { /* rank s's output at my shard, in slot (s - r) mod w */
+      char *o = (char *)sh->precv[s] + (base + b0) * es;
+      sh->red_out[s > r ? s - r : s - r + w] = o;
+      mis |= (unsigned)((uintptr_t)o & 15);
     } else {
       sh->src2[s] = sh->precv[s] ? sh->precv[s] + (base + s0) * es : stg + pl_direct_ar_slot(a, s, s0);
       sh->dst2[s] = X->recv + (base + s0) * es;
@@ -409,10 +456,10 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
     const uint64_t off = rs ? (uint64_t)r * n * es : s == r ? c->sdispls[r] * es : sh->pdispl[s];
     sh->src[s] = send ? send + off + lo : stg + (uint64_t)r * P;
     if (s == r) {
-      sh->red_dst = X->recv + lo;
+      sh->red_out[0] = X->recv + lo;
+      sh->nred_out = 1;
       sh->red_bytes = pl_direct_piece((rs ? n : c->rcounts[r]) * es, P, k);
-      sh->red_stg = NULL;
-      mis |= (unsigned)((uintptr_t)sh->red_dst & 15);
+      mis |= (unsigned)((uintptr_t)sh->red_out[0] & 15);
     }
   }
   mis |= (unsigned)((uintptr_t)sh->src[s] & 15);
@@ -451,23 +498,23 @@ static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl
   pl_dev_report_x(a, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
-/* Round k's reads: copies (the gathers), my shard's reduction and (AllReduce) the copies of every
- * peer's reduced shard. */
+/* Round k's reads: copies (the gathers), my shard's reduction and (AllReduce, unless it pushes)
+ * the copies of every peer's reduced shard. */
 template <int DT, int OP, int UNR, int CS>
 PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r,
-                              uint64_t k, const pl_wait_t *wd) {
+                              uint64_t k, const pl_wait_t *wd, int push) {
   uint64_t lo, hi;
   if constexpr (DT < 0) {
     for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
       int s = (r + 1 + (int)blockIdx.x + j) % w;
       if (sh->src[s] == sh->dst[s]) continue; /* my own block, in place */
       pl_direct_rpart(a, a->dslot, sh->bytes[s], &lo, &hi);
-      pl_direct_copy<UNR, CS>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo);
+      pl_direct_copy<UNR, CS, 1>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo);
     }
   } else {
     pl_direct_rpart(a, a->dslot, sh->red_bytes, &lo, &hi);
     pl_direct_reduce<DT, OP>(sh, w, OP >= 0 ? OP : a->x.c.op, lo, hi);
-    if (a->x.c.coll == PL_COLL_ALL_REDUCE) {
+    if (a->x.c.coll == PL_COLL_ALL_REDUCE && !push) {
       pl_direct_sync(a, sh, w, r, pl_direct_val(sh->epoch, k, 2), wd, "its reduced shard");
       for (int j = 0; j < w - 1 && !sh->stop; j++) { /* every peer once, from r + 1 + c */
         int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
@@ -588,6 +635,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     }
     stop = __syncthreads_or(sh.stop);
     const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
+    const int push = DT >= 0 && args.dpush && pl_direct_push(coll, kinds); /* same on every rank */
     const uint64_t R = args.drounds;
     for (uint64_t k = 0; k < R && !stop; k++) {
       if (k > 0) {
@@ -601,11 +649,11 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
       /* a rank that stages: its part c of round k is there (zero copy everywhere: the header) */
       if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k, 1), &wd,
                                     "its staged input");
-      if (tid < w) pl_direct_round<(DT >= 0)>(&args, &sh, w, r, tid, k);
+      if (tid < w) pl_direct_round<(DT >= 0)>(&args, &sh, w, r, tid, k, push);
       stop = __syncthreads_or(sh.stop);
       if (stop) break;
       /* consume */
-      pl_direct_consume<DT, OP, UNR, CS>(&args, &sh, w, r, k, &wd);
+      pl_direct_consume<DT, OP, UNR, CS>(&args, &sh, w, r, k, &wd, push);
       stop = __syncthreads_or(sh.stop);
     }
     /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank;
