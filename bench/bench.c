@@ -95,7 +95,8 @@ static void usage(const char *prog) {
          "      --csv FILE        write all rows as CSV\n"
          "  -h, --help            this text\n"
          "Environment: PURLIN_BENCH_CORRUPT=1 flips one output element before each check (tests);\n"
-         "  PURLIN_BENCH_CHECK_ON, PURLIN_BENCH_GEN_ON: defaults of --check-on, --gen-on.\n",
+         "  PURLIN_BENCH_CHECK_ON, PURLIN_BENCH_GEN_ON, PURLIN_BENCH_MODE: defaults of --check-on,\n"
+         "  --gen-on, --mode.\n",
          prog, prog);
 }
 
@@ -161,6 +162,13 @@ static int parse_where(const char *s, const char *what, int emul_ok) {
     if (!strcmp(s, where_names[i]) && (i != WHERE_EMUL || emul_ok))
       return i;
   bench_die("%s is auto, host or device%s, not '%s'", what, emul_ok ? " (or emul)" : "", s);
+}
+
+/* det: 1, nondet: 0 */
+static int parse_mode(const char *s, const char *what) {
+  if (!strcmp(s, "det") || !strcmp(s, "nondet"))
+    return !strcmp(s, "det");
+  bench_die("%s is det or nondet, not '%s'", what, s);
 }
 
 static int parse_op(const char *s) {
@@ -238,15 +246,9 @@ static void parse_args(int argc, char **argv) {
       O.check_on = parse_where(argv[++i], "--check-on", 1);
     else if (ARG("--gen-on", "--gen-on"))
       O.gen_on = parse_where(argv[++i], "--gen-on", 0);
-    else if (ARG("--mode", "--mode")) {
-      const char *m = argv[++i];
-      if (!strcmp(m, "det"))
-        O.det = 1;
-      else if (!strcmp(m, "nondet"))
-        O.det = 0;
-      else
-        bench_die("--mode is det or nondet, not '%s'", m);
-    } else if (ARG("--mem", "--mem")) {
+    else if (ARG("--mode", "--mode"))
+      O.det = parse_mode(argv[++i], "--mode");
+    else if (ARG("--mem", "--mem")) {
       const char *m = argv[++i];
       if (!strcmp(m, "purlin"))
         O.purlin_mem = 1;
@@ -804,6 +806,9 @@ int main(int argc, char **argv) {
   we = getenv("PURLIN_BENCH_GEN_ON");
   if (we && *we)
     O.gen_on = parse_where(we, "PURLIN_BENCH_GEN_ON", 0);
+  we = getenv("PURLIN_BENCH_MODE");
+  if (we && *we)
+    O.det = parse_mode(we, "PURLIN_BENCH_MODE");
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(argv[0]);

@@ -80,6 +80,8 @@ typedef struct {
   const char *precv[PL_MAX_WORLD]; /* AllReduce: rank s's output mapped here, else NULL */
   uint64_t pdispl[PL_MAX_WORLD];   /* RSV: my shard's offset in rank s's input (its sdispls[r]) */
   unsigned kinds;                 /* pl_direct_peers */
+  uint64_t piece, slot, rounds;   /* the call's rounds: the host's plan (pl_direct_plan) when some
+                                     rank stages, else one round of whole blocks */
   uint64_t v[4][PL_MAX_WORLD];    /* V: scounts, sdispls, rcounts, rdispls (the host's copies) */
   pl_snac_t x;                    /* the call (V pointers into v), for the header and failures */
   uint64_t epoch;
@@ -89,11 +91,9 @@ typedef struct {
   const char *err_what;
 } pl_direct_sh_t;
 
-/* This CTA's part of round k's b-byte piece of a block whose staging slot holds sl bytes
- * (pl_direct_rsplit). */
-PL_DEV void pl_direct_rpart(const pl_cuda_args_t *a, uint64_t sl, uint64_t b, uint64_t *lo,
-                            uint64_t *hi) {
-  pl_direct_rsplit(a->drounds, sl, b, blockIdx.x, gridDim.x, lo, hi);
+/* This CTA's part of round k's b-byte piece of a block (pl_direct_rsplit with the call's slot). */
+PL_DEV void pl_direct_rpart(const pl_direct_sh_t *sh, uint64_t b, uint64_t *lo, uint64_t *hi) {
+  pl_direct_rsplit(sh->rounds, sh->slot, b, blockIdx.x, gridDim.x, lo, hi);
 }
 
 PL_DEV void pl_direct_fail(pl_direct_sh_t *sh, int st, int peer, const char *what) {
@@ -225,6 +225,8 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
   const uint64_t tid = threadIdx.x, nt = blockDim.x, b = hi - lo;
   constexpr int U = PL_DIRECT_RED_U(DT);
   const int nout = sh->nred_out;
+  char *dst = sh->red_out[0] + lo; /* in a register: a loop over red_out alone measured ~3% slower
+                                      in ReduceScatter (one output) */
   uint64_t nvec = sh->misalign ? 0 : b / 16, done = 16 * nvec;
   for (uint64_t i0 = tid; i0 < nvec; i0 += U * nt) {
     pl_lacc_t acc[U][2];
@@ -255,7 +257,8 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
       if (i0 + k * nt < nvec) {
         uint64_t w0 = pl_lacc_get<DT>(&acc[k][0], op, w), w1 = pl_lacc_get<DT>(&acc[k][1], op, w);
         uint4 o = make_uint4((uint32_t)w0, (uint32_t)(w0 >> 32), (uint32_t)w1, (uint32_t)(w1 >> 32));
-        for (int j = 0; j < nout; j++) ((uint4 *)(sh->red_out[j] + lo))[i0 + k * nt] = o;
+        ((uint4 *)dst)[i0 + k * nt] = o;
+        for (int j = 1; j < nout; j++) ((uint4 *)(sh->red_out[j] + lo))[i0 + k * nt] = o;
       }
   }
   /* the rest (all of it when misaligned): word by word */
@@ -306,16 +309,17 @@ PL_DEV char *pl_direct_stg(const pl_cuda_args_t *a, const pl_direct_sh_t *sh, in
 
 /* AllReduce, round k: the window's elements from *base, its count *nk, its shard size *per
  * (pl_direct_window). */
-PL_DEV void pl_direct_win(const pl_cuda_args_t *a, uint64_t k, uint64_t *base, uint64_t *nk,
-                          uint64_t *per) {
+PL_DEV void pl_direct_win(const pl_cuda_args_t *a, const pl_direct_sh_t *sh, uint64_t k,
+                          uint64_t *base, uint64_t *nk, uint64_t *per) {
   const pl_call_t *c = &a->x.c;
-  pl_direct_window(c->count, c->esize, c->world, a->dpiece, a->drounds, a->ar_per, k, base, nk,
+  pl_direct_window(c->count, c->esize, c->world, sh->piece, sh->rounds, a->ar_per, k, base, nk,
                    per);
 }
 
 /* AllReduce: the offset of shard j (its first element s0) in a staging half (pl_direct_ar_off). */
-PL_DEV uint64_t pl_direct_ar_slot(const pl_cuda_args_t *a, int j, uint64_t s0) {
-  return pl_direct_ar_off(a->drounds, a->dpiece, a->x.c.world, a->x.c.esize, j, s0);
+PL_DEV uint64_t pl_direct_ar_slot(const pl_cuda_args_t *a, const pl_direct_sh_t *sh, int j,
+                                  uint64_t s0) {
+  return pl_direct_ar_off(sh->rounds, sh->piece, a->x.c.world, a->x.c.esize, j, s0);
 }
 
 /* Thread j, a rank that stages its input (its send buffer is not peer-mapped): round k's copy of
@@ -326,7 +330,7 @@ PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, in
                           uint64_t k) {
   const pl_snac_t *X = &a->x;
   const pl_call_t *c = &sh->x.c;
-  const uint64_t es = c->esize, n = c->count, P = a->dpiece, lo = k * P;
+  const uint64_t es = c->esize, n = c->count, P = sh->piece, lo = k * P;
   char *stg = pl_direct_stg(a, sh, r);
   const char *src = X->send;
   char *dst = stg;
@@ -356,12 +360,12 @@ PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, in
     break;
   default: { /* AllReduce: shard j of the window */
     uint64_t base, nk, per;
-    pl_direct_win(a, k, &base, &nk, &per);
+    pl_direct_win(a, sh, k, &base, &nk, &per);
     if (j != r) {
       uint64_t s0 = pl_ar_shard_at(per, nk, j), s1 = pl_ar_shard_at(per, nk, j + 1);
       b = (s1 - s0) * es;
       src += (base + s0) * es;
-      dst += pl_direct_ar_slot(a, j, s0);
+      dst += pl_direct_ar_slot(a, sh, j, s0);
     }
   }
   }
@@ -416,7 +420,7 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
                             uint64_t k, int push) {
   const pl_snac_t *X = &a->x;
   const pl_call_t *c = &sh->x.c;
-  const uint64_t es = c->esize, n = c->count, P = a->dpiece, lo = k * P;
+  const uint64_t es = c->esize, n = c->count, P = sh->piece, lo = k * P;
   const char *send = s == r ? X->send : sh->psend[s]; /* NULL: s stages */
   const char *stg = pl_direct_stg(a, sh, s);
   unsigned mis = 0;
@@ -430,12 +434,12 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   }
   if (c->coll == PL_COLL_ALL_REDUCE) {
     uint64_t base, nk, per;
-    pl_direct_win(a, k, &base, &nk, &per);
+    pl_direct_win(a, sh, k, &base, &nk, &per);
     const uint64_t b0 = pl_ar_shard_at(per, nk, r), b1 = pl_ar_shard_at(per, nk, r + 1);
     const uint64_t s0 = pl_ar_shard_at(per, nk, s), s1 = pl_ar_shard_at(per, nk, s + 1);
-    sh->src[s] = send ? send + (base + b0) * es : stg + pl_direct_ar_slot(a, r, b0);
+    sh->src[s] = send ? send + (base + b0) * es : stg + pl_direct_ar_slot(a, sh, r, b0);
     if (s == r) {
-      char *stg_out = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + pl_direct_ar_slot(a, r, b0);
+      char *stg_out = X->zc_recv ? NULL : pl_direct_stg(a, sh, r) + pl_direct_ar_slot(a, sh, r, b0);
       sh->red_out[0] = X->recv + (base + b0) * es;
       sh->red_bytes = (b1 - b0) * es;
       sh->nred_out = push ? w : stg_out ? 2 : 1;
@@ -446,7 +450,7 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
       sh->red_out[s > r ? s - r : s - r + w] = o;
       mis |= (unsigned)((uintptr_t)o & 15);
     } else {
-      sh->src2[s] = sh->precv[s] ? sh->precv[s] + (base + s0) * es : stg + pl_direct_ar_slot(a, s, s0);
+      sh->src2[s] = sh->precv[s] ? sh->precv[s] + (base + s0) * es : stg + pl_direct_ar_slot(a, sh, s, s0);
       sh->dst2[s] = X->recv + (base + s0) * es;
       sh->bytes2[s] = (s1 - s0) * es;
     }
@@ -479,7 +483,7 @@ PL_DEV void pl_direct_stage(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   __syncthreads();
   for (int j = 0; j < w; j++) {
     uint64_t lo, hi;
-    pl_direct_rpart(a, a->dslot, sh->cin_bytes[j], &lo, &hi);
+    pl_direct_rpart(sh, sh->cin_bytes[j], &lo, &hi);
     pl_direct_copy<8, 0>(sh->cin_dst[j] + lo, sh->cin_src[j] + lo, hi - lo);
   }
 }
@@ -508,17 +512,17 @@ PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w
     for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
       int s = (r + 1 + (int)blockIdx.x + j) % w;
       if (sh->src[s] == sh->dst[s]) continue; /* my own block, in place */
-      pl_direct_rpart(a, a->dslot, sh->bytes[s], &lo, &hi);
+      pl_direct_rpart(sh, sh->bytes[s], &lo, &hi);
       pl_direct_copy<UNR, CS, 1>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo);
     }
   } else {
-    pl_direct_rpart(a, a->dslot, sh->red_bytes, &lo, &hi);
+    pl_direct_rpart(sh, sh->red_bytes, &lo, &hi);
     pl_direct_reduce<DT, OP>(sh, w, OP >= 0 ? OP : a->x.c.op, lo, hi);
     if (a->x.c.coll == PL_COLL_ALL_REDUCE && !push) {
       pl_direct_sync(a, sh, w, r, pl_direct_val(sh->epoch, k, 2), wd, "its reduced shard");
       for (int j = 0; j < w - 1 && !sh->stop; j++) { /* every peer once, from r + 1 + c */
         int s = (r + 1 + ((int)blockIdx.x + j) % (w - 1)) % w;
-        pl_direct_rpart(a, a->dslot, sh->bytes2[s], &lo, &hi);
+        pl_direct_rpart(sh, sh->bytes2[s], &lo, &hi);
         pl_direct_copy<8, 0>(sh->dst2[s] + lo, sh->src2[s] + lo, hi - lo);
       }
     }
@@ -555,6 +559,9 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     sh.err_what = NULL;
     sh.misalign = 0;
     sh.kinds = 0;
+    sh.piece = args.dpiece;
+    sh.slot = args.dslot;
+    sh.rounds = args.drounds;
     sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   }
   __syncthreads();
@@ -636,7 +643,19 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     stop = __syncthreads_or(sh.stop);
     const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
     const int push = DT >= 0 && args.dpush && pl_direct_push(coll, kinds); /* same on every rank */
-    const uint64_t R = args.drounds;
+    /* no rank stages: one round of whole blocks (the host planned rounds that fit a staging half,
+     * not knowing the peers' buffers; in rounds, a CTA's part is a fixed range of a slot, so a block
+     * smaller than the slot fell to a few CTAs: AllGatherV and ReduceScatterV with Zipf blocks ran
+     * at 1.3-1.9x the floor) */
+    if (!(kinds & 1)) {
+      if (tid == 0) {
+        sh.piece = (uint64_t)1 << 62;
+        sh.slot = sh.piece;
+        sh.rounds = 1;
+      }
+      __syncthreads();
+    }
+    const uint64_t R = sh.rounds;
     for (uint64_t k = 0; k < R && !stop; k++) {
       if (k > 0) {
         /* round k reuses the staging: every peer has read round k - 1's */

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On the GPU machine, in one call (about 6 minutes on one H100): issue 5's measurements of the
+# working tree, side by side with commit OLD where it changed something.
+#   ab:  build both (gpu_ab.sh), gpu_test --quick --graph at worlds 8 and 3 with the default staging
+#        and with PURLIN_STAGING_BYTES=4M, then the seven bench tools on purlin_mem_alloc buffers
+#        (zero copy), 64 MiB-1 GiB, worlds 8, 4 and 2, old and new;
+#   det: deterministic against non-deterministic mode (reductions, zero copy, world 8);
+#   stg: ordinary cudaMalloc buffers (staged), default staging against PURLIN_STAGING_BYTES=512M
+#        (4x), world 8;
+#   lat: 8 KiB-256 KiB, every tool, world 8, graph replay (the latency criteria).
+# Every size of every run is checked on the GPU. Summaries go to stdout (the tables last) and to
+# $OUT/<part>.txt, the logs into one tarball per part.
+#   OLD=1a0a80e bash tools/gpu_speed.sh
+#   PARTS="det lat" bash tools/gpu_speed.sh   # after a call that built (same machine): no build
+set -uo pipefail
+cd "$(dirname "$0")/.."
+D=${OUT:-/tmp/purlin-speed} OLD=${OLD:-HEAD}
+PARTS=${PARTS:-"ab det stg lat"}
+ALL="testAR testAG testRS testA2A testAGV testRSV testA2AV"
+mkdir -p "$D"
+q() { # part env... : gpu_quick.sh on the build gpu_ab.sh made
+  local n=$1
+  shift
+  env OUT="$D/$n" BUILD=/tmp/pl-bnew SKIP_BUILD=1 TW= TF= BW=8 "$@" timeout -k 5 150 \
+    bash tools/gpu_quick.sh > "$D/$n.txt" 2>&1
+  rm -f "$D/$n/summary.txt" # (the device tool returns at most 8 files)
+}
+for p in $PARTS; do
+  case $p in
+  ab) env OUT="$D" OLD="$OLD" WORLDS="8 3" TEST_ENVS="- STAGING_BYTES=4M" TOOLS="$ALL" BWS="8 4 2" \
+        B=64M E=1G F=4 ARGS="--mem purlin" ROUNDS=1 BUDGET=300 timeout -k 5 420 \
+        bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1 ;;
+  det) q det CONFIGS="- BENCH_MODE=det" TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
+         ARGS="--mem purlin" ;;
+  stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
+         B=64M E=1G F=4 ;;
+  lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2 ;;
+  *) echo "unknown part $p" >&2; exit 2 ;;
+  esac
+done
+for p in $PARTS; do
+  echo "== $p"
+  if [ "$p" = ab ]; then grep -E "^test |rc=[1-9]|skipped|FAIL" "$D/ab.txt"; sed -n '/time us/,$p' "$D/ab.txt"
+  else grep -vE "^$" "$D/$p.txt" | tail -60; fi
+done
