@@ -10,9 +10,14 @@
 /* A call runs in rounds of at most 2^PL_DIRECT_ROUND_BITS - 1 (pl_direct_plan) */
 #define PL_DIRECT_ROUND_BITS 20
 
+/* Rounds of P-byte pieces of a len-byte block (at least one). */
+PL_HD uint64_t pl_direct_rounds(uint64_t len, uint64_t P) {
+  return len ? (len + P - 1) / P : 1;
+}
+
 /* The rounds of a call (host counts; rcounts: the V collectives' recvcounts) with a staging half
  * of half bytes: *piece, the bytes of one block (AllReduce: of the vector) per round, so that what
- * a rank stages of a round fits the half (AllGather(V): one block, the half; AllToAll,
+ * a rank stages of a round fits the half (AllGather(V): one block, the half; AllToAll(V),
  * ReduceScatter(V): a slot per peer, half / world; AllReduce: a window of whole 64-byte shards);
  * *slot, the staging bytes of one block (shard) in a round; *rounds. Returns 0 when the half is
  * too small for it, or the rounds too many (the call runs SNAC's kernel). The same on every rank:
@@ -26,6 +31,11 @@ PL_HD int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t h
   case PL_COLL_ALL_GATHER: break;
   case PL_COLL_ALL_TO_ALL:
   case PL_COLL_REDUCE_SCATTER: P = half / w / 128 * 128; break; /* a slot per peer */
+  case PL_COLL_ALL_TO_ALL_V: /* a slot per peer; the rounds are the device's (pl_direct_rounds of
+                                the largest block of any rank, from the headers) */
+    P = half / w / 128 * 128;
+    len = 0;
+    break;
   case PL_COLL_ALL_GATHER_V:
   case PL_COLL_REDUCE_SCATTER_V:
     if (c->coll == PL_COLL_REDUCE_SCATTER_V) P = half / w / 128 * 128;
@@ -36,7 +46,7 @@ PL_HD int pl_direct_plan(const pl_call_t *c, const uint64_t *rcounts, uint64_t h
   default: return 0;
   }
   if (!P) return 0;
-  uint64_t R = len ? (len + P - 1) / P : 1;
+  uint64_t R = pl_direct_rounds(len, P);
   if (R >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) return 0;
   *piece = P;
   *slot = c->coll == PL_COLL_ALL_REDUCE ? P / w : P;

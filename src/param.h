@@ -26,13 +26,14 @@
   X(LEAN, INT, "-1", "CUDA: packet-only calls run the lean packet kernel (1; 2: not the V collectives) or SNAC's (0); -1: table") \
   X(LEAN_PKTS, INT, "0", "CUDA lean kernel: packets per thread before adding a CTA; 0: table")   \
   X(LEAN_CTAS, INT, "0", "CUDA lean kernel: most CTAs per call; 0: table")                       \
-  X(DIRECT, INT, "-1", "CUDA: calls above the packet sizes (but AllToAllV, in-place AllToAll, device counts) run the direct kernel (1) or SNAC's kernel (0); -1: table") \
+  X(DIRECT, INT, "-1", "CUDA: calls above the packet sizes (but AllToAllV unless PURLIN_DIRECT_A2AV, in-place AllToAll, device counts) run the direct kernel (1) or SNAC's kernel (0); -1: table") \
   X(DIRECT_MIN_BYTES, SIZE, "0", "CUDA direct kernel: smallest call (nccl-tests bytes) it takes; 0: table") \
   X(DIRECT_CTAS, INT, "0", "CUDA direct kernel: most CTAs per call (1..128); 0: table")         \
   X(DIRECT_CTA_BYTES, SIZE, "0", "CUDA direct kernel: one CTA per this many bytes of a call; 0: table") \
   X(DIRECT_UNROLL, INT, "0", "CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or 8); 0: table") \
   X(DIRECT_STREAM, INT, "-1", "CUDA direct kernel, gathers: evict-first (streaming) loads and stores (1) or not (0); -1: table") \
   X(DIRECT_PUSH, INT, "-1", "CUDA direct kernel, AllReduce on peer-mapped outputs: each rank stores its reduced shard into every output (1) or every rank reads them (0); -1: table") \
+  X(DIRECT_A2AV, INT, "-1", "CUDA: every out-of-place AllToAllV with host counts runs the direct kernel, small ones too (1; every rank must agree) or the lean and SNAC kernels (0); -1: table") \
   X(PDL, INT, "1", "CUDA lean kernel: programmatic dependent launch on sm_90+ with one rank per GPU (2: also when ranks share a GPU; 0: off)") \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
   X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \

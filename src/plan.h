@@ -63,6 +63,9 @@ typedef struct {
   uint64_t direct_push; /* CUDA direct kernel, AllReduce, every output peer-mapped: each rank
                            stores its reduced shard into every output (else every rank reads
                            every peer's reduced shard after a flag exchange) */
+  uint64_t direct_a2av; /* CUDA: every out-of-place AllToAllV with host counts runs the direct
+                           kernel (every rank must agree: a rank knows only its own row of the
+                           counts, so no size rule is the same on every rank) */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page

@@ -32,6 +32,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->direct_unroll = 8;
   t->direct_stream = 0;
   t->direct_push = 0;
+  t->direct_a2av = 0;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
@@ -87,6 +88,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   if ((v = pl_param_int(PL_PARAM_DIRECT_UNROLL)) > 0) t->direct_unroll = v >= 8 ? 8 : 4;
   if ((v = pl_param_int(PL_PARAM_DIRECT_STREAM)) >= 0) t->direct_stream = v != 0;
   if ((v = pl_param_int(PL_PARAM_DIRECT_PUSH)) >= 0) t->direct_push = v != 0;
+  if ((v = pl_param_int(PL_PARAM_DIRECT_A2AV)) >= 0) t->direct_a2av = v != 0;
   if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
     t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
   /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each

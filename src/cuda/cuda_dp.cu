@@ -995,8 +995,14 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   /* Calls that move only packets run the lean packet kernel (lean.cu): one CTA per
    * threads * lean_pkts packets of work, at most lean_ctas; at least a thread per rank (threads
    * 0..world-1 compute the per-peer numbers and take the headers) */
+  /* AllToAllV on the direct kernel (tune.direct_a2av): every out-of-place call with host counts,
+   * whatever its size: a rank knows only its own row of the counts, so the lean kernel's rule (my
+   * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
+   * not mix with the lean and SNAC kernels' */
+  const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
+                          comm->tune.direct_a2av && !in_place && !dcounts;
   int lean = comm->tune.lean && !(comm->tune.lean == 2 && pl_coll_is_v(call->coll)) &&
-             pl_lean_takes(x);
+             !a2av_direct && pl_lean_takes(x);
   if (lean) {
     threads = threads > PL_LEAN_THREADS ? PL_LEAN_THREADS : threads;
     if (threads < call->world) threads = (call->world + 31) / 32 * 32; /* <= 96 <= PL_LEAN_THREADS */
@@ -1014,15 +1020,17 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   int direct = 0;
   uint64_t dpiece = 0, dslot = 0, drounds = 0;
   if (!lean && comm->tune.direct && pl_direct_coll(call->coll, in_place, dcounts) &&
+      (call->coll != PL_COLL_ALL_TO_ALL_V || a2av_direct) &&
       pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot, &drounds)) {
     uint64_t S = call->count * call->esize; /* nccl-tests' size */
     if (call->coll == PL_COLL_ALL_GATHER_V || call->coll == PL_COLL_REDUCE_SCATTER_V)
       for (int d = (int)(S = 0); d < call->world; d++) S += args.v[2][d] * call->esize;
     else if (call->coll != PL_COLL_ALL_REDUCE)
       S *= (uint64_t)call->world;
-    if (S >= comm->tune.direct_min) {
+    if (S >= comm->tune.direct_min || a2av_direct) {
       uint64_t per = comm->tune.direct_cta_bytes ? comm->tune.direct_cta_bytes : 1;
-      uint64_t want = (S + per - 1) / per;
+      /* AllToAllV: every rank's grid the same (CTA c pairs with CTA c of every peer) */
+      uint64_t want = a2av_direct ? comm->tune.direct_ctas : (S + per - 1) / per;
       direct = 1;
       grid = want < 1 ? 1 : want > comm->tune.direct_ctas ? (int)comm->tune.direct_ctas : (int)want;
       threads = PL_DIRECT_THREADS;

@@ -46,7 +46,8 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
   case PL_COLL_REDUCE_SCATTER:
   case PL_COLL_ALL_GATHER_V:
   case PL_COLL_REDUCE_SCATTER_V: return 1;
-  case PL_COLL_ALL_TO_ALL: return !in_place;
+  case PL_COLL_ALL_TO_ALL:
+  case PL_COLL_ALL_TO_ALL_V: return !in_place; /* AllToAllV: only with tune.direct_a2av */
   default: return 0;
   }
 }
@@ -352,8 +353,10 @@ PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, in
     }
     break;
   case PL_COLL_REDUCE_SCATTER_V:
+  case PL_COLL_ALL_TO_ALL_V:
     if (j != r) {
-      b = pl_direct_piece(c->rcounts[j] * es, P, k);
+      const uint64_t *cnt = c->coll == PL_COLL_ALL_TO_ALL_V ? c->scounts : c->rcounts;
+      b = pl_direct_piece(cnt[j] * es, P, k);
       src += c->sdispls[j] * es + lo;
       dst += (uint64_t)j * P;
     }
@@ -385,7 +388,8 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   const int zs = (f & PL_HDR_ZC_SEND) != 0, zr = ar && (f & PL_HDR_ZC_RECV) != 0;
   sh->psend[s] = NULL;
   sh->precv[s] = NULL;
-  sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V ? h[PL_HDR_FIXED + w + r] * c->esize : 0;
+  sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V || c->coll == PL_COLL_ALL_TO_ALL_V
+                     ? h[PL_HDR_FIXED + w + r] * c->esize : 0;
   if (s != r) {
     if (zs && !(sh->psend[s] = pl_direct_peer(a, w, s, h[2], h[3]))) return 1;
     if (zr && !(sh->precv[s] = pl_direct_peer(a, w, s, h[4], h[5]))) return 1;
@@ -425,11 +429,14 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   const char *stg = pl_direct_stg(a, sh, s);
   unsigned mis = 0;
   if (!RED) {
-    const int agv = c->coll == PL_COLL_ALL_GATHER_V, a2a = c->coll == PL_COLL_ALL_TO_ALL;
-    uint64_t off = a2a ? (uint64_t)r * n * es : 0;
-    sh->bytes[s] = pl_direct_piece((agv ? c->rcounts[s] : n) * es, P, k);
+    /* AllToAllV: my block in rank s's input at its sdispls[r] (its header), mine at my sdispls[r] */
+    const int a2av = c->coll == PL_COLL_ALL_TO_ALL_V, v = a2av || c->coll == PL_COLL_ALL_GATHER_V;
+    const int a2a = a2av || c->coll == PL_COLL_ALL_TO_ALL;
+    uint64_t off = a2av ? (s == r ? c->sdispls[r] * es : sh->pdispl[s])
+                   : a2a ? (uint64_t)r * n * es : 0;
+    sh->bytes[s] = pl_direct_piece((v ? c->rcounts[s] : n) * es, P, k);
     sh->src[s] = send ? send + off + lo : stg + (a2a ? (uint64_t)r * P : 0);
-    sh->dst[s] = X->recv + (agv ? c->rdispls[s] * es : (uint64_t)s * n * es) + lo;
+    sh->dst[s] = X->recv + (v ? c->rdispls[s] * es : (uint64_t)s * n * es) + lo;
     return;
   }
   if (c->coll == PL_COLL_ALL_REDUCE) {
@@ -615,8 +622,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     /* agree: what pl_snac_hdr_check checks, every thread a share (a difference: the verdict
      * names it on the failure path) */
     if (!stop) {
-      const uint32_t uw = (uint32_t)w, vc = coll == PL_COLL_ALL_GATHER_V ||
-                                                coll == PL_COLL_REDUCE_SCATTER_V;
+      const uint32_t uw = (uint32_t)w, a2av = coll == PL_COLL_ALL_TO_ALL_V,
+                     vc = a2av || coll == PL_COLL_ALL_GATHER_V || coll == PL_COLL_REDUCE_SCATTER_V;
       for (uint32_t k = tid; k < uw + (vc ? uw * uw : 0); k += nt) {
         int bad;
         if (k < uw) {
@@ -624,6 +631,11 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           bad = ((h[0] ^ my[0]) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ||
                 h[6] != (uint64_t)w || (!vc && h[1] != my[1]) ||
                 (coll == PL_COLL_ALL_GATHER_V && h[1] != my[PL_HDR_FIXED + k]);
+        } else if (a2av) { /* what s sends d is what d receives from s, every pair */
+          uint32_t s = (k - uw) / uw, d = (k - uw) - s * uw;
+          const uint64_t *hs = s == (uint32_t)r ? my : hdr + (uint64_t)s * hw;
+          const uint64_t *hd = d == (uint32_t)r ? my : hdr + (uint64_t)d * hw;
+          bad = hs[PL_HDR_FIXED + d] != hd[PL_HDR_FIXED + 2 * uw + s];
         } else {
           uint32_t s = (k - uw) / uw, i = (k - uw) - s * uw;
           bad = s != (uint32_t)r && hdr[(uint64_t)s * hw + PL_HDR_FIXED + i] != my[PL_HDR_FIXED + i];
@@ -654,6 +666,26 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         sh.rounds = 1;
       }
       __syncthreads();
+    } else if (coll == PL_COLL_ALL_TO_ALL_V && !stop) {
+      /* AllToAllV staged: the rounds of the largest block any rank sends, its own included (a
+       * rank copies its own block round by round too; the host knows only its own row, every rank
+       * finds the same number in the same headers) */
+      if (tid == 0) {
+        uint64_t most = 0;
+        for (int q = 0; q < w; q++) {
+          const uint64_t *h = q == r ? my : hdr + (uint64_t)q * hw;
+          for (int d = 0; d < w; d++)
+            if (h[PL_HDR_FIXED + d] > most) most = h[PL_HDR_FIXED + d];
+        }
+        sh.rounds = pl_direct_rounds(most * X->c.esize, sh.piece);
+        if (sh.rounds >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) {
+          sh.rounds = 1;
+          pl_direct_fail(&sh, PURLIN_ERR_UNSUPPORTED, -1,
+                         "AllToAllV's largest block: too many rounds of the staging (raise "
+                         "PURLIN_STAGING_BYTES)");
+        }
+      }
+      stop = __syncthreads_or(sh.stop);
     }
     const uint64_t R = sh.rounds;
     for (uint64_t k = 0; k < R && !stop; k++) {

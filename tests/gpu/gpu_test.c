@@ -540,7 +540,8 @@ static void matrix(int quick, int big) {
                               B_OUT_DM, B_OUT_X};
   for (int coll = 0; coll < C_COUNT; coll++)
     for (int b = 0; b < (int)(sizeof dbufs / sizeof dbufs[0]); b++) {
-      if (coll == C_A2AV || (coll == C_A2A && buf_inplace(dbufs[b]))) continue; /* not direct */
+      /* (in place: not direct; AllToAllV: direct with PURLIN_DIRECT_A2AV=1) */
+      if ((coll == C_A2A || coll == C_A2AV) && buf_inplace(dbufs[b])) continue;
       size_t n = 1500000 / (coll == C_AR ? 1 : g_world) + 17;
       add(coll, PURLIN_BF16, PURLIN_SUM, 0, n, dbufs[b], b & 1);
       add(coll, PURLIN_F32, PURLIN_SUM, 1, n / 2 + 3, dbufs[b], (b + 1) & 1);

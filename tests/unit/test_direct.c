@@ -41,10 +41,10 @@ static void touch(half_t *h, uint64_t at, int cta, const char *what) {
 }
 
 static const char *names[] = {"AllReduce", "AllGather", "ReduceScatter", "AllToAll",
-                              "AllGatherV", "ReduceScatterV"};
+                              "AllGatherV", "ReduceScatterV", "AllToAllV"};
 static const int colls[] = {PL_COLL_ALL_REDUCE, PL_COLL_ALL_GATHER, PL_COLL_REDUCE_SCATTER,
                             PL_COLL_ALL_TO_ALL, PL_COLL_ALL_GATHER_V,
-                            PL_COLL_REDUCE_SCATTER_V};
+                            PL_COLL_REDUCE_SCATTER_V, PL_COLL_ALL_TO_ALL_V};
 
 /* Block j of stager s for reader j in round k: its staging offset, bytes and source offset (in
  * s's input), as direct.cu's pl_direct_cin places it; AllReduce: shard j of window k. */
@@ -63,6 +63,7 @@ static uint64_t block(const pl_call_t *c, const uint64_t *rc, const uint64_t *sd
     *src = (uint64_t)j * n * es + k * P;
     return pl_direct_piece(n * es, P, k);
   case PL_COLL_REDUCE_SCATTER_V:
+  case PL_COLL_ALL_TO_ALL_V: /* AllToAllV: every rank sends rc[j] elements to rank j */
     *off = (uint64_t)j * P;
     *src = sd[j] * es + k * P;
     return pl_direct_piece(rc[j] * es, P, k);
@@ -92,10 +93,17 @@ static void one(int ci, int w, int g, uint64_t half, uint64_t count, int skew) {
   }
   uint64_t P = 0, sl = 0, R = 0;
   int ok = pl_direct_plan(&c, rc, half, &P, &sl, &R);
+  if (ok && c.coll == PL_COLL_ALL_TO_ALL_V) { /* the device's rounds: the largest block sent */
+    uint64_t most = 0;
+    for (int d = 0; d < w; d++) most = rc[d] > most ? rc[d] : most;
+    EXPECT(R == 1, "AllToAllV: the host plans one round (%llu)", (unsigned long long)R);
+    R = pl_direct_rounds(most * c.esize, P);
+  }
   if (!ok) { /* only when the half cannot hold one 128-byte (AllReduce: 64 w) piece per slot */
     EXPECT(half / (c.coll == PL_COLL_ALL_REDUCE ? 64 * (uint64_t)w : 128) /
                    (c.coll == PL_COLL_REDUCE_SCATTER || c.coll == PL_COLL_ALL_TO_ALL ||
-                            c.coll == PL_COLL_REDUCE_SCATTER_V ? (uint64_t)w : 1) == 0,
+                            c.coll == PL_COLL_REDUCE_SCATTER_V || c.coll == PL_COLL_ALL_TO_ALL_V
+                        ? (uint64_t)w : 1) == 0,
            "%s w%d half %llu: plan refused", names[ci], w, (unsigned long long)half);
     return;
   }
@@ -192,7 +200,8 @@ static void one(int ci, int w, int g, uint64_t half, uint64_t count, int skew) {
     for (int j = 0; j < w; j++) {
       if ((nslot == 1 && j > 0) || (nslot > 1 && j == s)) continue;
       uint64_t want = c.coll == PL_COLL_ALL_GATHER_V ? rc[s] * c.esize
-                      : c.coll == PL_COLL_REDUCE_SCATTER_V ? rc[j] * c.esize
+                      : c.coll == PL_COLL_REDUCE_SCATTER_V || c.coll == PL_COLL_ALL_TO_ALL_V
+                          ? rc[j] * c.esize
                       : c.coll == PL_COLL_ALL_REDUCE ? pl_ar_shard_begin(count, c.esize, w, j + 1) * c.esize -
                                                            pl_ar_shard_begin(count, c.esize, w, j) * c.esize
                                                      : count * c.esize;
@@ -242,7 +251,7 @@ static int old_split_races(void) {
 int main(void) {
   const int worlds[] = {2, 3, 4, 5, 8};
   const int grids[] = {1, 3, 7, 64};
-  for (int ci = 0; ci < 6; ci++)
+  for (int ci = 0; ci < 7; ci++)
     for (int wi = 0; wi < 5; wi++)
       for (int gi = 0; gi < 4; gi++)
         for (int t = 0; t < 4; t++) {
