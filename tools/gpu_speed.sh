@@ -11,8 +11,8 @@
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
-# Every size of every run is checked on the GPU. Summaries go to stdout (the tables last) and to
-# $OUT/<part>.txt, the logs into one tarball per part.
+# Every size of every run is checked on the GPU. Each part's summary goes to stdout and
+# $OUT/summary.txt as it ends, its logs into $OUT/all.tar (gzipped at the end).
 #   OLD=1a0a80e bash tools/gpu_speed.sh
 #   PARTS="det lat" bash tools/gpu_speed.sh   # after a call that built (same machine): no build
 set -uo pipefail
@@ -28,34 +28,35 @@ q() { # part env... : gpu_quick.sh on the build gpu_ab.sh made
     bash tools/gpu_quick.sh > "$D/$n.txt" 2>&1
   rm -f "$D/$n/summary.txt"
 }
+show() { # part: its summary to stdout and summary.txt, its files into all.tar (so that a call cut
+  # off at its time limit still returns every finished part: the device tool returns at most 8 files)
+  local f=$1
+  { echo "== $f"
+    if [ "$f" = ab ]; then grep -E "^test |rc=[1-9]|skipped|FAIL" "$D/ab.txt"; sed -n '/time us/,$p' "$D/ab.txt"
+    else grep -vE "^$" "$D/$f.txt" | tail -60; fi; } | tee -a "$D/summary.txt"
+  (cd "$D" && tar -rf all.tar --exclude=all.tar --exclude=summary.txt . &&
+    find . -mindepth 1 -not -name all.tar -not -name summary.txt -delete)
+}
 for p in $PARTS; do
   case $p in
   ab) env OUT="$D" OLD="$OLD" WORLDS="8 3" TOOLS="$ALL" BWS="8 4 2" \
         TEST_ENVS="- STAGING_BYTES=4M DIRECT_A2AV=1 DIRECT_A2AV=1,STAGING_BYTES=4M" \
-        B=64M E=1G F=4 ARGS="--mem purlin" ROUNDS=1 BUDGET=300 timeout -k 5 420 \
-        bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1 ;;
+        B=64M E=1G F=4 ARGS="--mem purlin" ROUNDS=1 BUDGET=${BUDGET:-300} timeout -k 5 420 \
+        bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1; show ab ;;
   det) q det CONFIGS="- BENCH_MODE=det" TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
-         ARGS="--mem purlin" ;;
+         ARGS="--mem purlin"; show det ;;
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
-         B=64M E=1G F=4 ;;
-  lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2 ;;
+         B=64M E=1G F=4; show stg ;;
+  lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2; show lat ;;
   a2av)
-    q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin"
+    q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin"; show a2av8
+    q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2; show a2avl
+    q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4; show a2avs
     q a2av4 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=4
+    show a2av4
     q a2av2 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2
-    q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4
-    q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
+    show a2av2 ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
   esac
 done
-for p in $PARTS; do
-  [ "$p" = a2av ] && p="a2av8 a2av4 a2av2 a2avs a2avl"
-  for f in $p; do
-    echo "== $f"
-    if [ "$f" = ab ]; then grep -E "^test |rc=[1-9]|skipped|FAIL" "$D/ab.txt"; sed -n '/time us/,$p' "$D/ab.txt"
-    else grep -vE "^$" "$D/$f.txt" | tail -60; fi
-  done
-done | tee "$D/summary.txt"
-# one tarball of every part's logs (the device tool returns at most 8 files)
-(cd "$D" && tar -czf all.tar.gz --exclude=all.tar.gz --exclude=summary.txt . &&
-  find . -mindepth 1 -not -name all.tar.gz -not -name summary.txt -delete)
+gzip -f "$D/all.tar"
