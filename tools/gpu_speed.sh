@@ -15,6 +15,7 @@
 # $OUT/summary.txt as it ends, its logs into $OUT/all.tar (gzipped at the end).
 #   OLD=1a0a80e bash tools/gpu_speed.sh
 #   PARTS="det lat" bash tools/gpu_speed.sh   # after a call that built (same machine): no build
+#   PARTS="new a2avl lat det stg a2avs" bash tools/gpu_speed.sh   # short of device time: no OLD
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=${OUT:-/tmp/purlin-speed} OLD=${OLD:-HEAD}
@@ -37,26 +38,29 @@ show() { # part: its summary to stdout and summary.txt, its files into all.tar (
   (cd "$D" && tar -rf all.tar --exclude=all.tar --exclude=summary.txt . &&
     find . -mindepth 1 -not -name all.tar -not -name summary.txt -delete)
 }
+PARTS=$(for p in $PARTS; do if [ "$p" = a2av ]; then echo a2av8 a2avl a2avs a2av4 a2av2; else echo "$p"; fi; done)
 for p in $PARTS; do
   case $p in
   ab) env OUT="$D" OLD="$OLD" WORLDS="8 3" TOOLS="$ALL" BWS="8 4 2" \
         TEST_ENVS="- STAGING_BYTES=4M DIRECT_A2AV=1 DIRECT_A2AV=1,STAGING_BYTES=4M" \
         B=64M E=1G F=4 ARGS="--mem purlin" ROUNDS=1 BUDGET=${BUDGET:-300} timeout -k 5 420 \
         bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1; show ab ;;
+  new) # ab without OLD, when device time is short: build, tests at both settings, the tools at world 8
+    env OUT="$D/new" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=1,STAGING_BYTES=4M" TEST_ALL=1 \
+      WORLDS="8 3" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW=8 timeout -k 5 330 \
+      bash tools/gpu_quick.sh > "$D/new.txt" 2>&1; rm -f "$D/new/summary.txt"; show new ;;
   det) q det CONFIGS="- BENCH_MODE=det" TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
          ARGS="--mem purlin"; show det ;;
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
          B=64M E=1G F=4; show stg ;;
   lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2; show lat ;;
-  a2av)
-    q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin"; show a2av8
-    q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2; show a2avl
-    q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4; show a2avs
-    q a2av4 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=4
-    show a2av4
-    q a2av2 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2
-    show a2av2 ;;
+  a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
+  a2avl) q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
+  a2avs) q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ;;
+  a2av4) q a2av4 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=4 ;;
+  a2av2) q a2av2 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2 ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
   esac
+  case $p in a2av[0-9a-z]*) show "$p" ;; esac
 done
 gzip -f "$D/all.tar"
