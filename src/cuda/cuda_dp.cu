@@ -980,7 +980,15 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
         pl_sym_find(comm, recv, call->count * call->esize, &x->sym_recv[0], &x->sym_recv[1]))
       x->zc_recv = 1;
   }
-  if (!dcounts && pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2) /* device counts: checked there */
+  /* AllToAllV on the direct kernel (tune.direct_a2av): every out-of-place call with host counts,
+   * whatever its size: a rank knows only its own row of the counts, so the lean kernel's rule (my
+   * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
+   * not mix with the lean and SNAC kernels' */
+  const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
+                          comm->tune.direct_a2av && !in_place && !dcounts;
+  /* (device counts: checked there; the direct AllToAllV: the device plans its rounds, and fails
+   * on every rank alike when there are too many) */
+  if (!dcounts && !a2av_direct && pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2)
     return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
                         "%s: a block needs more than 2^24 rounds of %llu bytes: raise "
                         "PURLIN_STAGING_BYTES", pl_coll_name(call->coll),
@@ -995,12 +1003,6 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   /* Calls that move only packets run the lean packet kernel (lean.cu): one CTA per
    * threads * lean_pkts packets of work, at most lean_ctas; at least a thread per rank (threads
    * 0..world-1 compute the per-peer numbers and take the headers) */
-  /* AllToAllV on the direct kernel (tune.direct_a2av): every out-of-place call with host counts,
-   * whatever its size: a rank knows only its own row of the counts, so the lean kernel's rule (my
-   * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
-   * not mix with the lean and SNAC kernels' */
-  const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
-                          comm->tune.direct_a2av && !in_place && !dcounts;
   int lean = comm->tune.lean && !(comm->tune.lean == 2 && pl_coll_is_v(call->coll)) &&
              !a2av_direct && pl_lean_takes(x);
   if (lean) {

@@ -603,8 +603,10 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         pl_st_pkt(win + q, my[q], f1);
       }
     /* stage: a rank whose input is not peer-mapped copies round 0 of it into its staging half
-     * (free: every peer has finished the call that last used it, the one before the previous) */
-    if (stager) pl_direct_stage(&args, &sh, w, r, 0);
+     * (free: every peer has finished the call that last used it, the one before the previous);
+     * AllToAllV after the headers: its rounds, and with them the CTAs' split of a slot
+     * (pl_direct_rsplit), are known only then */
+    if (stager && coll != PL_COLL_ALL_TO_ALL_V) pl_direct_stage(&args, &sh, w, r, 0);
     /* every peer's header, from its window here (every CTA: each needs the peers' arrival) */
     for (uint32_t k = tid; k < nh; k += nt) {
       uint32_t j = k / (uint32_t)hw, q = k - j * (uint32_t)hw;
@@ -686,6 +688,10 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         }
       }
       stop = __syncthreads_or(sh.stop);
+      /* round 0 of my input, with the split every reader uses (staged before the rounds were
+       * known, a block smaller than the slot was split by its own size in round 0 and by the
+       * slot's in the readers' CTAs: CTA c read what another CTA wrote, unordered) */
+      if (stager && !stop) pl_direct_stage(&args, &sh, w, r, 0);
     }
     const uint64_t R = sh.rounds;
     for (uint64_t k = 0; k < R && !stop; k++) {

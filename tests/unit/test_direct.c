@@ -46,6 +46,9 @@ static const int colls[] = {PL_COLL_ALL_REDUCE, PL_COLL_ALL_GATHER, PL_COLL_REDU
                             PL_COLL_ALL_TO_ALL, PL_COLL_ALL_GATHER_V,
                             PL_COLL_REDUCE_SCATTER_V, PL_COLL_ALL_TO_ALL_V};
 
+/* AllToAllV: rank s sends a2av[s][d] elements to rank d (each rank its own row) */
+static uint64_t a2av[PL_MAX_WORLD][PL_MAX_WORLD];
+
 /* Block j of stager s for reader j in round k: its staging offset, bytes and source offset (in
  * s's input), as direct.cu's pl_direct_cin places it; AllReduce: shard j of window k. */
 static uint64_t block(const pl_call_t *c, const uint64_t *rc, const uint64_t *sd, uint64_t P,
@@ -62,8 +65,14 @@ static uint64_t block(const pl_call_t *c, const uint64_t *rc, const uint64_t *sd
     *off = (uint64_t)j * P;
     *src = (uint64_t)j * n * es + k * P;
     return pl_direct_piece(n * es, P, k);
+  case PL_COLL_ALL_TO_ALL_V: { /* the stager's row; its blocks in order in its input */
+    uint64_t at = 0;
+    for (int d = 0; d < j; d++) at += a2av[c->rank][d];
+    *off = (uint64_t)j * P;
+    *src = at * es + k * P;
+    return pl_direct_piece(a2av[c->rank][j] * es, P, k);
+  }
   case PL_COLL_REDUCE_SCATTER_V:
-  case PL_COLL_ALL_TO_ALL_V: /* AllToAllV: every rank sends rc[j] elements to rank j */
     *off = (uint64_t)j * P;
     *src = sd[j] * es + k * P;
     return pl_direct_piece(rc[j] * es, P, k);
@@ -95,7 +104,11 @@ static void one(int ci, int w, int g, uint64_t half, uint64_t count, int skew) {
   int ok = pl_direct_plan(&c, rc, half, &P, &sl, &R);
   if (ok && c.coll == PL_COLL_ALL_TO_ALL_V) { /* the device's rounds: the largest block sent */
     uint64_t most = 0;
-    for (int d = 0; d < w; d++) most = rc[d] > most ? rc[d] : most;
+    for (int q = 0; q < w; q++)
+      for (int d = 0; d < w; d++) {
+        a2av[q][d] = skew ? (q + d == 1 ? count : rnd(count / 4 + 1)) : count;
+        most = a2av[q][d] > most ? a2av[q][d] : most;
+      }
     EXPECT(R == 1, "AllToAllV: the host plans one round (%llu)", (unsigned long long)R);
     R = pl_direct_rounds(most * c.esize, P);
   }
@@ -200,8 +213,8 @@ static void one(int ci, int w, int g, uint64_t half, uint64_t count, int skew) {
     for (int j = 0; j < w; j++) {
       if ((nslot == 1 && j > 0) || (nslot > 1 && j == s)) continue;
       uint64_t want = c.coll == PL_COLL_ALL_GATHER_V ? rc[s] * c.esize
-                      : c.coll == PL_COLL_REDUCE_SCATTER_V || c.coll == PL_COLL_ALL_TO_ALL_V
-                          ? rc[j] * c.esize
+                      : c.coll == PL_COLL_REDUCE_SCATTER_V ? rc[j] * c.esize
+                      : c.coll == PL_COLL_ALL_TO_ALL_V ? a2av[s][j] * c.esize
                       : c.coll == PL_COLL_ALL_REDUCE ? pl_ar_shard_begin(count, c.esize, w, j + 1) * c.esize -
                                                            pl_ar_shard_begin(count, c.esize, w, j) * c.esize
                                                      : count * c.esize;
