@@ -984,8 +984,10 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * whatever its size: a rank knows only its own row of the counts, so the lean kernel's rule (my
    * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
    * not mix with the lean and SNAC kernels' */
+  uint64_t a2p, a2s, a2r; /* (its plan: the piece only; the device plans the rounds) */
   const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
-                          comm->tune.direct_a2av && !in_place && !dcounts;
+                          comm->tune.direct_a2av && !in_place && !dcounts &&
+                          pl_direct_plan(call, args.v[2], x->geom.stg_half, &a2p, &a2s, &a2r);
   /* (device counts: checked there; the direct AllToAllV: the device plans its rounds, and fails
    * on every rank alike when there are too many) */
   if (!dcounts && !a2av_direct && pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2)

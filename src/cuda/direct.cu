@@ -1,6 +1,6 @@
 /* direct.cu -- the direct kernel: SNAC's throughput regime as a kernel of its own, for the calls
- * above the packet sizes of AllReduce, AllGather(V), ReduceScatter(V) and out-of-place AllToAll
- * (docs/gpu.md, "The direct kernel").
+ * above the packet sizes of AllReduce, AllGather(V), ReduceScatter(V) and out-of-place AllToAll,
+ * and (tune.direct_a2av) every out-of-place AllToAllV (docs/gpu.md, "The direct kernel").
  *
  * Stage: nothing where a rank's buffers are peer-mapped (purlin_mem_alloc: zero copy); a rank
  * whose input is not (ordinary cudaMalloc memory) copies what its peers read of it into its
@@ -79,10 +79,12 @@ typedef struct {
   uint64_t cin_bytes[PL_MAX_WORLD];
   const char *psend[PL_MAX_WORLD]; /* rank s's input mapped here (zero copy), else NULL: staged */
   const char *precv[PL_MAX_WORLD]; /* AllReduce: rank s's output mapped here, else NULL */
-  uint64_t pdispl[PL_MAX_WORLD];   /* RSV: my shard's offset in rank s's input (its sdispls[r]) */
+  uint64_t pdispl[PL_MAX_WORLD];   /* RSV, A2AV: my shard's (block's) offset in rank s's input
+                                     (its sdispls[r], from its header) */
   unsigned kinds;                 /* pl_direct_peers */
   uint64_t piece, slot, rounds;   /* the call's rounds: the host's plan (pl_direct_plan) when some
-                                     rank stages, else one round of whole blocks */
+                                     rank stages (AllToAllV: its rounds from the headers), else
+                                     one round of whole blocks */
   uint64_t v[4][PL_MAX_WORLD];    /* V: scounts, sdispls, rcounts, rdispls (the host's copies) */
   pl_snac_t x;                    /* the call (V pointers into v), for the header and failures */
   uint64_t epoch;
