@@ -722,6 +722,26 @@ static void json_cell(FILE *f, const char *name, const cell_t *c) {
   fprintf(f, "}");
 }
 
+extern char **environ;
+
+/* The PURLIN_* environment in force, as a JSON object (names without the prefix): the settings a
+ * sweep varied (tools/tune_table.py reads them back). */
+static void json_purlin_env(FILE *f) {
+  int n = 0;
+  fprintf(f, "\"purlin_env\": {");
+  for (char **e = environ; e && *e; e++) {
+    const char *kv = *e, *eq = strchr(kv, '=');
+    if (strncmp(kv, "PURLIN_", 7) || !eq) continue;
+    fprintf(f, "%s\"%.*s\": \"", n++ ? ", " : "", (int)(eq - kv - 7), kv + 7);
+    for (const char *c = eq + 1; *c; c++) {
+      if (*c == '"' || *c == '\\') fputc('\\', f);
+      if ((unsigned char)*c >= 0x20) fputc(*c, f);
+    }
+    fputc('"', f);
+  }
+  fprintf(f, "}");
+}
+
 static void write_json(const char *path, const char *tool, int datapath, long long wrong,
                        double avg_busbw) {
   FILE *f = fopen(path, "w");
@@ -739,12 +759,14 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
           "\"%s\", \"min_bytes\": %zu, \"max_bytes\": %zu, \"factor\": %g, \"iters\": %d, "
           "\"repeats\": %d, \"warmup\": %d, \"graph\": %d, \"check\": %d, \"check_on\": \"%s\", "
           "\"gen_on\": \"%s\", \"seed\": %llu, "
-          "\"zipf\": %g, \"baseline\": \"%s\", \"nccl_version\": %d},\n",
+          "\"zipf\": %g, \"baseline\": \"%s\", \"nccl_version\": %d, ",
           B.world, datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
           O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
           O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, where_names[O.check_on],
           where_names[O.gen_on], (unsigned long long)O.seed, O.zipf,
           O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);
+  json_purlin_env(f);
+  fprintf(f, "},\n");
   fprintf(f,
           "  \"speed_of_light\": {\"copy_GBs\": %.4f, \"barrier_us\": %.4f, "
           "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f, \"floor_model\": \"%s\"},\n",

@@ -2,8 +2,71 @@
  * environment overrides (PURLIN_LATENCY_MAX_BYTES, PURLIN_ONESHOT_MAX_BYTES,
  * PURLIN_TWOSHOT_MAX_BYTES, PURLIN_PACKET_BYTES, PURLIN_CHUNK_BYTES, PURLIN_LANES,
  * PURLIN_STAGING_BYTES, PURLIN_THREADS, PURLIN_LEAN*, PURLIN_DIRECT*). */
+#include <stddef.h>
+
 #include "param.h"
 #include "tune.h"
+
+/* One knob into t, from the table or the environment, with the environment's clamps. */
+static void pl_tune_set(pl_tune_t *t, int id, int64_t v) {
+  const uint64_t u = (uint64_t)v;
+  switch (id) {
+  case PL_PARAM_LATENCY_MAX_BYTES: t->lat_max = u; break;
+  case PL_PARAM_ONESHOT_MAX_BYTES: t->oneshot_max = u; break;
+  case PL_PARAM_TWOSHOT_MAX_BYTES: t->twoshot_max = u; break;
+  case PL_PARAM_CHUNK_BYTES: t->chunk_max = u; break;
+  case PL_PARAM_STAGING_BYTES: t->staging_bytes = u; break;
+  case PL_PARAM_LANE_BYTES: t->lane_bytes = u; break;
+  case PL_PARAM_POLL_BACKOFF_NS: t->backoff_ns = u; break;
+  case PL_PARAM_LEAN: t->lean = v == 2 ? 2 : v != 0; break;
+  case PL_PARAM_LEAN_PKTS: t->lean_pkts = u; break;
+  case PL_PARAM_LEAN_CTAS: t->lean_ctas = v > 1024 ? 1024 : u; break;
+  case PL_PARAM_DIRECT: t->direct = v != 0; break;
+  case PL_PARAM_DIRECT_MIN_BYTES: t->direct_min = u; break;
+  case PL_PARAM_DIRECT_CTAS: t->direct_ctas = v > 128 ? 128 : u; break;
+  case PL_PARAM_DIRECT_CTA_BYTES: t->direct_cta_bytes = u; break;
+  case PL_PARAM_DIRECT_UNROLL: t->direct_unroll = v >= 8 ? 8 : 4; break;
+  case PL_PARAM_DIRECT_STREAM: t->direct_stream = v != 0; break;
+  case PL_PARAM_DIRECT_PUSH: t->direct_push = v != 0; break;
+  case PL_PARAM_DIRECT_A2AV: t->direct_a2av = v != 0; break;
+  case PL_PARAM_THREADS: /* every call: a multiple of 32 in 32..512 */
+    t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : u / 32 * 32;
+    break;
+  case PL_PARAM_LANES: t->lanes = v > PL_MAX_LANES ? PL_MAX_LANES : u; break;
+  default: break;
+  }
+}
+
+/* The knobs the environment overrides (and the table may set), and the least value that counts as set (the parameter's
+ * default below it means "the table": 0 for sizes and counts, -1 for switches). */
+static const struct {
+  int id;
+  int64_t min;
+} k_knobs[] = {
+    {PL_PARAM_LATENCY_MAX_BYTES, 1}, {PL_PARAM_ONESHOT_MAX_BYTES, 1}, {PL_PARAM_TWOSHOT_MAX_BYTES, 1},
+    {PL_PARAM_CHUNK_BYTES, 1},       {PL_PARAM_STAGING_BYTES, 1},     {PL_PARAM_LANE_BYTES, 1},
+    {PL_PARAM_POLL_BACKOFF_NS, 0},   {PL_PARAM_LEAN, 0},              {PL_PARAM_LEAN_PKTS, 1},
+    {PL_PARAM_LEAN_CTAS, 1},         {PL_PARAM_DIRECT, 0},            {PL_PARAM_DIRECT_MIN_BYTES, 1},
+    {PL_PARAM_DIRECT_CTAS, 1},       {PL_PARAM_DIRECT_CTA_BYTES, 1},  {PL_PARAM_DIRECT_UNROLL, 1},
+    {PL_PARAM_DIRECT_STREAM, 0},     {PL_PARAM_DIRECT_PUSH, 0},       {PL_PARAM_DIRECT_A2AV, 0},
+    {PL_PARAM_THREADS, 1},           {PL_PARAM_LANES, 1},
+};
+
+/* The CUDA table measured by a sweep (tools/gpu_sweep.sh, tools/tune_table.py): rows
+ * PL_TUNE_ROW(world, knob, value) in PL_TUNE_TABLE (tests build tune.c with a table of their own).
+ * The first, empty row keeps the array valid when the table has none. */
+#ifndef PL_TUNE_TABLE
+#define PL_TUNE_TABLE "tune_cuda_table.h"
+#endif
+static const struct {
+  int world, id;
+  int64_t v;
+} k_cuda_table[] = {
+    {0, 0, 0},
+#define PL_TUNE_ROW(w, knob, value) {(w), PL_PARAM_##knob, (int64_t)(value)},
+#include PL_TUNE_TABLE
+#undef PL_TUNE_ROW
+};
 
 void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   /* Host datapath: packets cost a flag per 8 bytes, so they pay only for small blocks; chunks
@@ -70,34 +133,21 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     /* AllReduce on peer-mapped outputs: push the reduced shard (docs/tuning.md, finding 19) */
     t->direct_push = 1;
   }
-  int64_t v;
-  if ((v = pl_param_int(PL_PARAM_LATENCY_MAX_BYTES)) > 0) t->lat_max = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_ONESHOT_MAX_BYTES)) > 0) t->oneshot_max = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_TWOSHOT_MAX_BYTES)) > 0) t->twoshot_max = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_CHUNK_BYTES)) > 0) t->chunk_max = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_STAGING_BYTES)) > 0) t->staging_bytes = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_LANE_BYTES)) > 0) t->lane_bytes = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_POLL_BACKOFF_NS)) >= 0) t->backoff_ns = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_LEAN)) >= 0) t->lean = v == 2 ? 2 : v != 0;
-  if ((v = pl_param_int(PL_PARAM_LEAN_PKTS)) > 0) t->lean_pkts = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_LEAN_CTAS)) > 0) t->lean_ctas = v > 1024 ? 1024 : (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_DIRECT)) >= 0) t->direct = v != 0;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_MIN_BYTES)) > 0) t->direct_min = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_CTAS)) > 0) t->direct_ctas = v > 128 ? 128 : (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_CTA_BYTES)) > 0) t->direct_cta_bytes = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_UNROLL)) > 0) t->direct_unroll = v >= 8 ? 8 : 4;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_STREAM)) >= 0) t->direct_stream = v != 0;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_PUSH)) >= 0) t->direct_push = v != 0;
-  if ((v = pl_param_int(PL_PARAM_DIRECT_A2AV)) >= 0) t->direct_a2av = v != 0;
-  if ((v = pl_param_int(PL_PARAM_THREADS)) > 0) /* every call: a multiple of 32 in 32..512 */
-    t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : (uint64_t)v / 32 * 32;
+  /* the measured table (tools/tune_table.py from a sweep), over the rules above */
+  if (datapath == PURLIN_DATAPATH_CUDA)
+    for (size_t i = 0; i < sizeof k_cuda_table / sizeof k_cuda_table[0]; i++)
+      if (k_cuda_table[i].world == world) pl_tune_set(t, k_cuda_table[i].id, k_cuda_table[i].v);
+  /* the environment's overrides (the packet windows' below: they follow from these) */
+  for (size_t i = 0; i < sizeof k_knobs / sizeof k_knobs[0]; i++) {
+    int64_t v = pl_param_int((pl_param_id_t)k_knobs[i].id);
+    if (v >= k_knobs[i].min) pl_tune_set(t, k_knobs[i].id, v);
+  }
   /* Packet windows: the latency blocks, one-shot's whole vector and two-shot's two regions (each
    * a shard: a world-th of the vector, as packets of twice its bytes), plus room for the header. */
   uint64_t pw = 2 * t->lat_max, two = 4 * (t->twoshot_max / (uint64_t)(world > 1 ? world : 1) + 64);
   if (2 * t->oneshot_max > pw) pw = 2 * t->oneshot_max;
   if (two > pw) pw = two;
   t->packet_bytes = (pw + 4096 + 4095) / 4096 * 4096;
+  int64_t v;
   if ((v = pl_param_int(PL_PARAM_PACKET_BYTES)) > 0) t->packet_bytes = (uint64_t)v;
-  if ((v = pl_param_int(PL_PARAM_LANES)) > 0)
-    t->lanes = v > PL_MAX_LANES ? PL_MAX_LANES : (uint64_t)v;
 }

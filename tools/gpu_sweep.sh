@@ -4,7 +4,8 @@
 # setting in CONFIGS (space-separated; each a comma-separated list of PURLIN_* assignments, "-" for
 # the defaults) runs the tool (graph replay, every size checked) and keeps its JSON. Prints one line
 # per (world, tool, config): busbw at a few sizes and the geometric mean of time over floor; then
-# bench/sweep_pick.py, if python3 is there, the best config per size. One tarball under $OUT.
+# bench/sweep_pick.py, if python3 is there, the best config per size, and tools/tune_table.py's
+# table ($OUT/tune_cuda_table.h) with its report. One tarball under $OUT.
 #   CONFIGS="LANES=4 LANES=8,CHUNK_BYTES=1M" TOOLS="testAR" WORLDS="8" bash tools/gpu_sweep.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,4 +48,8 @@ sleep 1
   done
 } 2>&1 | tee "$R/summary.txt"
 [ -f bench/sweep_pick.py ] && python3 bench/sweep_pick.py "$R"/*.json 2>&1 | tee "$R/pick.txt"
+# the table: per world, the configs that beat tune.c's rules (src/tune_cuda_table.h: copy it there
+# from $OUT and commit it with this tarball), and every size a config beat the choice by > 10%
+python3 tools/tune_table.py --out "$R/tune_cuda_table.h" "$R" 2>&1 | tee "$R/table.txt" &&
+  cp "$R/tune_cuda_table.h" "$OUTD/tune_cuda_table.h"
 tar -C "$OUTD" -czf "$OUTD/sweep.tar.gz" sweep && rm -rf "$R"

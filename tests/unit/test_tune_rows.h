@@ -1,0 +1,6 @@
+/* test_tune.c's CUDA table (tune.c built with PL_TUNE_TABLE pointing here) */
+PL_TUNE_ROW(8, DIRECT_CTAS, 32)
+PL_TUNE_ROW(8, LANES, 4)
+PL_TUNE_ROW(4, THREADS, 100)
+PL_TUNE_ROW(4, LATENCY_MAX_BYTES, 1048576)
+PL_TUNE_ROW(3, DIRECT_A2AV, 1)
