@@ -6,15 +6,32 @@
 # per (world, tool, config): busbw at a few sizes and the geometric mean of time over floor; then
 # bench/sweep_pick.py, if python3 is there, the best config per size, and tools/tune_table.py's
 # table ($OUT/tune_cuda_table.h) with its report. One tarball under $OUT.
+# A setting may name the tools it concerns: "ONESHOT_MAX_BYTES=32K@testAR" (tools joined by "+").
+# PRESET=table: the knobs that pick a regime or an atom, each tool where it acts, 8 KiB-1 GiB,
+# the seven tools (about 70 runs per world and memory kind: one world per call); MEM=purlin
+# (purlin_mem_alloc buffers, default) or MEM=malloc.
 #   CONFIGS="LANES=4 LANES=8,CHUNK_BYTES=1M" TOOLS="testAR" WORLDS="8" bash tools/gpu_sweep.sh
+#   PRESET=table WORLDS=8 bash tools/gpu_sweep.sh; PRESET=table WORLDS=8 MEM=malloc SKIP_BUILD=1 ...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BUILD=${BUILD:-$PWD/build-gpu-run} OUTD=${OUT:-/tmp/purlin-sweep}
+if [ "${PRESET:-}" = table ]; then
+  G="testAR+testAG+testRS+testA2A+testAGV+testRSV" # the direct kernel's
+  CONFIGS=${CONFIGS:-"- LATENCY_MAX_BYTES=128K LATENCY_MAX_BYTES=512K ONESHOT_MAX_BYTES=32K@testAR
+    ONESHOT_MAX_BYTES=128K@testAR TWOSHOT_MAX_BYTES=512K@testAR TWOSHOT_MAX_BYTES=2M@testAR
+    LEAN_CTAS=8 LEAN_PKTS=2 LEAN_PKTS=8 DIRECT_CTA_BYTES=128K@$G DIRECT_CTA_BYTES=1M@$G
+    DIRECT_CTAS=8@$G DIRECT_UNROLL=4@testAG+testA2A+testAGV DIRECT_STREAM=1@testAG+testA2A+testAGV
+    DIRECT_A2AV=1@testA2AV"}
+  TOOLS=${TOOLS:-"testAR testAG testRS testA2A testAGV testRSV testA2AV"}
+  B=${B:-8K} E=${E:-1G} F=${F:-4}
+  [ "${MEM:-purlin}" = purlin ] && ARGS="${ARGS:-} --mem purlin"
+fi
 CONFIGS=${CONFIGS:--} TOOLS=${TOOLS:-"testAR testAG testRS"} WORLDS=${WORLDS:-8}
 B=${B:-1K} E=${E:-64M} F=${F:-8} LIMIT=${LIMIT:-60}
 R=$OUTD/sweep && mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PURLIN_DISABLE_MULTIMEM=1 PURLIN_DATAPATH=cuda
+export PURLIN_PDL=${PURLIN_PDL:-2} # as gpu_quick.sh and gpu_ab.sh: ranks share the GPU under MPS
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
     > "$R/configure.log" 2>&1 &&
@@ -31,10 +48,12 @@ sleep 1
   echo "# world tool config rc | busbw GB/s at 8K 64K 1M 8M 64M | geomean x floor"
   for w in $WORLDS; do
     for t in $TOOLS; do
-      for cfg in $CONFIGS; do
+      for c in $CONFIGS; do
+        cfg=${c%%@*}
+        [ "$cfg" != "$c" ] && [[ "+${c#*@}+" != *"+$t+"* ]] && continue # not one of its tools
         envs=()
         [ "$cfg" != - ] && for kv in ${cfg//,/ }; do envs+=("PURLIN_$kv"); done
-        tag="w$w.$t.${cfg//[=,]/_}"
+        tag="w$w.$t.${cfg//[=,]/_}${MEM:+.$MEM}"
         env ${envs[@]+"${envs[@]}"} timeout -k 5 "$LIMIT" "$BUILD/purlinrun" -n "$w" "$BUILD/bench/$t" \
           -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 ${ARGS:-} -J "$R/$tag.json" \
           > "$R/$tag.txt" 2>&1
