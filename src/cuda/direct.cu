@@ -497,6 +497,34 @@ PL_DEV void pl_direct_stage(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   }
 }
 
+/* AllToAllV's round 0, after the headers: out of line (a third copy of the staging loop inlined
+ * put the gather kernels over their register cap: 12 bytes of spills, ptxas -v). */
+static __device__ __noinline__ void pl_direct_stage_late(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
+                                                         int w, int r) {
+  pl_direct_stage(a, sh, w, r, 0);
+}
+
+/* Thread 0, AllToAllV with some rank staging: the rounds of the largest block any rank sends (its
+ * own included: a rank copies its own block round by round too) from every header (h: the peers',
+ * my: mine), the same on every rank. Out of line (a cold path of thread 0). */
+static __device__ __noinline__ void pl_direct_a2av_rounds(pl_direct_sh_t *sh, const uint64_t *h,
+                                                          const uint64_t *my, int w, int r) {
+  const uint64_t hw = pl_hdr_words(w);
+  uint64_t most = 0;
+  for (int q = 0; q < w; q++) {
+    const uint64_t *hq = q == r ? my : h + (uint64_t)q * hw;
+    for (int d = 0; d < w; d++)
+      if (hq[PL_HDR_FIXED + d] > most) most = hq[PL_HDR_FIXED + d];
+  }
+  sh->rounds = pl_direct_rounds(most * sh->x.c.esize, sh->piece);
+  if (sh->rounds >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) {
+    sh->rounds = 1;
+    pl_direct_fail(sh, PURLIN_ERR_UNSUPPORTED, -1,
+                   "AllToAllV's largest block: too many rounds of the staging (raise "
+                   "PURLIN_STAGING_BYTES)");
+  }
+}
+
 /* Thread 0 of a failed CTA: the verdict on a mismatch (SNAC's check names the field; the other
  * CTAs stop without recording), the report. */
 static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
@@ -626,7 +654,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     /* agree: what pl_snac_hdr_check checks, every thread a share (a difference: the verdict
      * names it on the failure path) */
     if (!stop) {
-      const uint32_t uw = (uint32_t)w, a2av = coll == PL_COLL_ALL_TO_ALL_V,
+      const uint32_t uw = (uint32_t)w, a2av = DT < 0 && coll == PL_COLL_ALL_TO_ALL_V,
                      vc = a2av || coll == PL_COLL_ALL_GATHER_V || coll == PL_COLL_REDUCE_SCATTER_V;
       for (uint32_t k = tid; k < uw + (vc ? uw * uw : 0); k += nt) {
         int bad;
@@ -670,30 +698,15 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         sh.rounds = 1;
       }
       __syncthreads();
-    } else if (coll == PL_COLL_ALL_TO_ALL_V && !stop) {
-      /* AllToAllV staged: the rounds of the largest block any rank sends, its own included (a
-       * rank copies its own block round by round too; the host knows only its own row, every rank
-       * finds the same number in the same headers) */
-      if (tid == 0) {
-        uint64_t most = 0;
-        for (int q = 0; q < w; q++) {
-          const uint64_t *h = q == r ? my : hdr + (uint64_t)q * hw;
-          for (int d = 0; d < w; d++)
-            if (h[PL_HDR_FIXED + d] > most) most = h[PL_HDR_FIXED + d];
-        }
-        sh.rounds = pl_direct_rounds(most * X->c.esize, sh.piece);
-        if (sh.rounds >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) {
-          sh.rounds = 1;
-          pl_direct_fail(&sh, PURLIN_ERR_UNSUPPORTED, -1,
-                         "AllToAllV's largest block: too many rounds of the staging (raise "
-                         "PURLIN_STAGING_BYTES)");
-        }
-      }
+    } else if (DT < 0 && coll == PL_COLL_ALL_TO_ALL_V && !stop) { /* (a gather: not compiled into
+                                                                    the reduction kernels) */
+      /* AllToAllV staged: its rounds from the headers (the host knows only its own row) */
+      if (tid == 0) pl_direct_a2av_rounds(&sh, hdr, my, w, r);
       stop = __syncthreads_or(sh.stop);
       /* round 0 of my input, with the split every reader uses (staged before the rounds were
        * known, a block smaller than the slot was split by its own size in round 0 and by the
        * slot's in the readers' CTAs: CTA c read what another CTA wrote, unordered) */
-      if (stager && !stop) pl_direct_stage(&args, &sh, w, r, 0);
+      if (stager && !stop) pl_direct_stage_late(&args, &sh, w, r);
     }
     const uint64_t R = sh.rounds;
     for (uint64_t k = 0; k < R && !stop; k++) {
