@@ -44,6 +44,19 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/pl-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pl-m
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
 sleep 1
+one() { # world tool config: one bench run, its JSON, a summary line
+  local w=$1 t=$2 cfg=$3 envs=() tag rc bw gm
+  [ "$cfg" != - ] && for kv in ${cfg//,/ }; do envs+=("PURLIN_$kv"); done
+  tag="w$w.$t.${cfg//[=,]/_}${MEM:+.$MEM}"
+  env ${envs[@]+"${envs[@]}"} timeout -k 5 "$LIMIT" "$BUILD/purlinrun" -n "$w" "$BUILD/bench/$t" \
+    -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 ${ARGS:-} -J "$R/$tag.json" \
+    > "$R/$tag.txt" 2>&1 < /dev/null
+  rc=$?
+  bw=$(awk '$1 ~ /^[0-9]+$/ && ($1 == 8192 || $1 == 65536 || $1 == 1048576 || $1 == 8388608 ||
+       $1 == 67108864) {printf "%s ", $8}' "$R/$tag.txt")
+  gm=$(grep -Eo 'Time over floor *: *[0-9.]+' "$R/$tag.txt" | grep -Eo '[0-9.]+$')
+  echo "$w $t $cfg rc=$rc | $bw| ${gm:-?}"
+}
 {
   echo "# world tool config rc | busbw GB/s at 8K 64K 1M 8M 64M | geomean x floor"
   for w in $WORLDS; do
@@ -51,24 +64,20 @@ sleep 1
       for c in $CONFIGS; do
         cfg=${c%%@*}
         [ "$cfg" != "$c" ] && [[ "+${c#*@}+" != *"+$t+"* ]] && continue # not one of its tools
-        envs=()
-        [ "$cfg" != - ] && for kv in ${cfg//,/ }; do envs+=("PURLIN_$kv"); done
-        tag="w$w.$t.${cfg//[=,]/_}${MEM:+.$MEM}"
-        env ${envs[@]+"${envs[@]}"} timeout -k 5 "$LIMIT" "$BUILD/purlinrun" -n "$w" "$BUILD/bench/$t" \
-          -b "$B" -e "$E" -f "$F" -G 5 -n 10 -R 3 -w 2 -i 0 ${ARGS:-} -J "$R/$tag.json" \
-          > "$R/$tag.txt" 2>&1
-        rc=$?
-        bw=$(awk '$1 ~ /^[0-9]+$/ && ($1 == 8192 || $1 == 65536 || $1 == 1048576 || $1 == 8388608 ||
-             $1 == 67108864) {printf "%s ", $8}' "$R/$tag.txt")
-        gm=$(grep -Eo 'Time over floor *: *[0-9.]+' "$R/$tag.txt" | grep -Eo '[0-9.]+$')
-        echo "$w $t $cfg rc=$rc | $bw| ${gm:-?}"
+        one "$w" "$t" "$cfg"
       done
     done
   done
 } 2>&1 | tee "$R/summary.txt"
 [ -f bench/sweep_pick.py ] && python3 bench/sweep_pick.py "$R"/*.json 2>&1 | tee "$R/pick.txt"
 # the table: per world, the configs that beat tune.c's rules (src/tune_cuda_table.h: copy it there
-# from $OUT and commit it with this tarball), and every size a config beat the choice by > 10%
+# from $OUT and commit it with this tarball), and every size a config beat the choice by > 10%;
+# a choice of several settings that no run measured together runs once more, every tool, and the
+# table is made again with it
+python3 tools/tune_table.py --unmeasured "$R/unmeasured.txt" "$R" > /dev/null 2>&1
+while read -r w cfg; do
+  [ -n "$cfg" ] && for t in $TOOLS; do one "$w" "$t" "$cfg"; done
+done < "$R/unmeasured.txt" 2>&1 | tee -a "$R/summary.txt"
 python3 tools/tune_table.py --out "$R/tune_cuda_table.h" "$R" 2>&1 | tee "$R/table.txt" &&
   cp "$R/tune_cuda_table.h" "$OUTD/tune_cuda_table.h"
 tar -C "$OUTD" -czf "$OUTD/sweep.tar.gz" sweep && rm -rf "$R"

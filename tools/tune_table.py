@@ -2,7 +2,7 @@
 """Build the CUDA tuning table (src/tune_cuda_table.h) from tools/gpu_sweep.sh's bench JSONs.
 
     tools/tune_table.py [--out src/tune_cuda_table.h] [--min-gain 0.02] [--regret 0.10] [--check]
-                        RUN.json|DIR [...]
+                        [--unmeasured FILE] RUN.json|DIR [...]
 
 Each file is one bench tool run (-J); params.purlin_env holds the PURLIN_* knobs in force (no
 prefix). Per world, every knob config is scored against the baseline (no knobs: tune.c's own
@@ -10,7 +10,9 @@ rules) by the geometric mean of time_cfg / time_base over the sizes both measure
 accepted greedily, best first, when they gain more than --min-gain and touch no knob already
 accepted; their knobs become the world's table rows. The report (stdout) lists every config and
 every size where the chosen config is more than --regret slower than the best config measured;
---check makes such sizes exit 1. Without --out the header is printed after the report."""
+--check makes such sizes exit 1. --unmeasured lists the chosen combinations no file measured as
+one config (their regret is not known until they run). Without --out the header is printed after
+the report."""
 import argparse
 import json
 import math
@@ -72,7 +74,8 @@ def load(paths):
 
 
 def select(world, time, min_gain, regret):
-    """Report one world; -> (accepted [(cfg, score, n)], number of regret lines)."""
+    """Report one world; -> (accepted [(cfg, score, n)], number of regret lines, the chosen
+    combination when it was not measured as one config, else None)."""
     base = time[frozenset()]
     scored = []
     for cfg, t in time.items():
@@ -99,7 +102,7 @@ def select(world, time, min_gain, regret):
         ct = base
     else:
         print("  chosen combination not measured as one config: regret from its parts is not known")
-        return accepted, 0
+        return accepted, 0, chosen
     bad = 0
     for key in sorted({k for t in time.values() for k in t}):
         if key not in ct:
@@ -109,7 +112,7 @@ def select(world, time, min_gain, regret):
             bad += 1
             print(f"w{world} {' '.join(map(str, key))}: {name} is {ct[key] / us:.2f}x faster"
                   " than the table")
-    return accepted, bad
+    return accepted, bad, None
 
 
 def header(rows, used, hosts, worlds):
@@ -133,17 +136,23 @@ def main(argv=None):
     ap.add_argument("--min-gain", type=float, default=0.02)
     ap.add_argument("--regret", type=float, default=0.10)
     ap.add_argument("--check", action="store_true", help="exit 1 when any size has regret")
+    ap.add_argument("--unmeasured", help="write here a line '<world> K=V,K=V' per world whose chosen"
+                    " combination no file measured as one config (gpu_sweep.sh runs them)")
     a = ap.parse_args(argv)
     data, used, hosts = load(a.paths)
-    rows, worlds, bad = [], set(), 0
+    rows, worlds, bad, todo = [], set(), 0, []
     for world in sorted(data):
         if frozenset() not in data[world]:
             print(f"tune_table: world {world}: no baseline (no-knob) run: skipped", file=sys.stderr)
             continue
         worlds.add(world)
-        accepted, b = select(world, data[world], a.min_gain, a.regret)
+        accepted, b, unmeasured = select(world, data[world], a.min_gain, a.regret)
         bad += b
+        if unmeasured:
+            todo.append(f"{world} {cfg_str(unmeasured)}")
         rows += [(world, k, v, s, n) for cfg, s, n in accepted for k, v in cfg]
+    if a.unmeasured:
+        pathlib.Path(a.unmeasured).write_text("".join(t + "\n" for t in todo))
     h = header(rows, used, hosts, worlds)
     if a.out:
         pathlib.Path(a.out).write_text(h)

@@ -148,6 +148,13 @@ def main():
         check(rc == 0 and "faster than the table" not in out, "--check exits 0 without regret")
         check(header_rows(out)[0][:3] == ("4", "LANES", "4"), "world 4 alone")
 
+        # --unmeasured: world 8's chosen union was never run as one config, world 4's was
+        todo = os.path.join(d, "todo.txt")
+        rc, out, err = run("--unmeasured", todo, d)
+        with open(todo) as f:
+            lines = f.read().splitlines()
+        check(lines == ["8 DIRECT_CTAS=32,DIRECT_UNROLL=4,LANES=4"], f"--unmeasured {lines}")
+
         rc, out, err = run("--min-gain", "0.2", d)
         check(rc == 0 and header_rows(out) == [], "--min-gain 0.2 leaves the table empty")
     print(f"test_tune_table: ok ({checks} checks)")
