@@ -37,18 +37,22 @@ static void pl_tune_set(pl_tune_t *t, int id, int64_t v) {
   }
 }
 
-/* The knobs the environment overrides (and the table may set), and the least value that counts as set (the parameter's
- * default below it means "the table": 0 for sizes and counts, -1 for switches). */
+/* The knobs the environment overrides (and the table may set), and the least value that counts
+ * as set (the parameter's default below it means "the table": 0 for sizes and counts, -1 for
+ * switches). */
 static const struct {
   int id;
   int64_t min;
 } k_knobs[] = {
-    {PL_PARAM_LATENCY_MAX_BYTES, 1}, {PL_PARAM_ONESHOT_MAX_BYTES, 1}, {PL_PARAM_TWOSHOT_MAX_BYTES, 1},
-    {PL_PARAM_CHUNK_BYTES, 1},       {PL_PARAM_STAGING_BYTES, 1},     {PL_PARAM_LANE_BYTES, 1},
-    {PL_PARAM_POLL_BACKOFF_NS, 0},   {PL_PARAM_LEAN, 0},              {PL_PARAM_LEAN_PKTS, 1},
-    {PL_PARAM_LEAN_CTAS, 1},         {PL_PARAM_DIRECT, 0},            {PL_PARAM_DIRECT_MIN_BYTES, 1},
-    {PL_PARAM_DIRECT_CTAS, 1},       {PL_PARAM_DIRECT_CTA_BYTES, 1},  {PL_PARAM_DIRECT_UNROLL, 1},
-    {PL_PARAM_DIRECT_STREAM, 0},     {PL_PARAM_DIRECT_PUSH, 0},       {PL_PARAM_DIRECT_A2AV, 0},
+    {PL_PARAM_LATENCY_MAX_BYTES, 1}, {PL_PARAM_ONESHOT_MAX_BYTES, 1},
+    {PL_PARAM_TWOSHOT_MAX_BYTES, 1}, {PL_PARAM_CHUNK_BYTES, 1},
+    {PL_PARAM_STAGING_BYTES, 1},     {PL_PARAM_LANE_BYTES, 1},
+    {PL_PARAM_POLL_BACKOFF_NS, 0},   {PL_PARAM_LEAN, 0},
+    {PL_PARAM_LEAN_PKTS, 1},         {PL_PARAM_LEAN_CTAS, 1},
+    {PL_PARAM_DIRECT, 0},            {PL_PARAM_DIRECT_MIN_BYTES, 1},
+    {PL_PARAM_DIRECT_CTAS, 1},       {PL_PARAM_DIRECT_CTA_BYTES, 1},
+    {PL_PARAM_DIRECT_UNROLL, 1},     {PL_PARAM_DIRECT_STREAM, 0},
+    {PL_PARAM_DIRECT_PUSH, 0},       {PL_PARAM_DIRECT_A2AV, 0},
     {PL_PARAM_THREADS, 1},           {PL_PARAM_LANES, 1},
 };
 

@@ -44,16 +44,16 @@ for p in $PARTS; do
   ab) env OUT="$D" OLD="$OLD" WORLDS="8 3" TOOLS="$ALL" BWS="8 4 2" \
         TEST_ENVS="- STAGING_BYTES=4M DIRECT_A2AV=1 DIRECT_A2AV=1,STAGING_BYTES=4M" \
         B=64M E=1G F=4 ARGS="--mem purlin" ROUNDS=1 BUDGET=${BUDGET:-300} timeout -k 5 420 \
-        bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1; show ab ;;
+        bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1 ;;
   new) # ab without OLD, when device time is short: build, tests at both settings, the tools at world 8
     env OUT="$D/new" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=1,STAGING_BYTES=4M" TEST_ALL=1 \
       WORLDS="8 3" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW=8 timeout -k 5 330 \
-      bash tools/gpu_quick.sh > "$D/new.txt" 2>&1; rm -f "$D/new/summary.txt"; show new ;;
+      bash tools/gpu_quick.sh > "$D/new.txt" 2>&1; rm -f "$D/new/summary.txt" ;;
   det) q det CONFIGS="- BENCH_MODE=det" TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
-         ARGS="--mem purlin"; show det ;;
+         ARGS="--mem purlin" ;;
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
-         B=64M E=1G F=4; show stg ;;
-  lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2; show lat ;;
+         B=64M E=1G F=4 ;;
+  lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2 ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
   a2avl) q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
   a2avs) q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ;;
@@ -61,6 +61,6 @@ for p in $PARTS; do
   a2av2) q a2av2 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2 ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
   esac
-  case $p in a2av[0-9a-z]*) show "$p" ;; esac
+  show "$p"
 done
 gzip -f "$D/all.tar"

@@ -984,10 +984,11 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * whatever its size: a rank knows only its own row of the counts, so the lean kernel's rule (my
    * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
    * not mix with the lean and SNAC kernels' */
-  uint64_t a2p, a2s, a2r; /* (its plan: the piece only; the device plans the rounds) */
+  uint64_t dpiece = 0, dslot = 0, drounds = 0; /* the direct kernel's plan (below) */
   const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
                           comm->tune.direct_a2av && !in_place && !dcounts &&
-                          pl_direct_plan(call, args.v[2], x->geom.stg_half, &a2p, &a2s, &a2r);
+                          pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot,
+                                         &drounds);
   /* (device counts: checked there; the direct AllToAllV: the device plans its rounds, and fails
    * on every rank alike when there are too many) */
   if (!dcounts && !a2av_direct && pl_snac_max_rounds(x) >= PL_EPOCH_STRIDE - 2)
@@ -1022,10 +1023,10 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * that fit a staging half (pl_direct_plan). Everything it depends on is the same on every rank
    * (the call's counts, the tuning, the staging size), so every rank takes it or none. */
   int direct = 0;
-  uint64_t dpiece = 0, dslot = 0, drounds = 0;
   if (!lean && comm->tune.direct && pl_direct_coll(call->coll, in_place, dcounts) &&
-      (call->coll != PL_COLL_ALL_TO_ALL_V || a2av_direct) &&
-      pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot, &drounds)) {
+      (call->coll == PL_COLL_ALL_TO_ALL_V
+           ? a2av_direct /* planned above */
+           : pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot, &drounds))) {
     uint64_t S = call->count * call->esize; /* nccl-tests' size */
     if (call->coll == PL_COLL_ALL_GATHER_V || call->coll == PL_COLL_REDUCE_SCATTER_V)
       for (int d = (int)(S = 0); d < call->world; d++) S += args.v[2][d] * call->esize;
