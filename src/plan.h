@@ -59,6 +59,8 @@ typedef struct {
   uint64_t direct_cta_bytes; /* CUDA direct kernel: a CTA per this many bytes of the call */
   uint64_t direct_unroll; /* CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or
                              8; local) */
+  uint64_t direct_red_batch; /* CUDA direct kernel, 2-byte reductions (bf16, f16): sources whose
+                                loads are in flight together (4 or 8; local) */
   uint64_t direct_stream; /* CUDA direct kernel, gathers: evict-first loads and stores (local) */
   uint64_t direct_push; /* CUDA direct kernel, AllReduce, every output peer-mapped: each rank
                            stores its reduced shard into every output (else every rank reads

@@ -26,6 +26,7 @@ static void pl_tune_set(pl_tune_t *t, int id, int64_t v) {
   case PL_PARAM_DIRECT_CTAS: t->direct_ctas = v > 128 ? 128 : u; break;
   case PL_PARAM_DIRECT_CTA_BYTES: t->direct_cta_bytes = u; break;
   case PL_PARAM_DIRECT_UNROLL: t->direct_unroll = v >= 8 ? 8 : 4; break;
+  case PL_PARAM_DIRECT_RED_BATCH: t->direct_red_batch = v >= 8 ? 8 : 4; break;
   case PL_PARAM_DIRECT_STREAM: t->direct_stream = v != 0; break;
   case PL_PARAM_DIRECT_PUSH: t->direct_push = v != 0; break;
   case PL_PARAM_DIRECT_A2AV: t->direct_a2av = v != 0; break;
@@ -53,6 +54,7 @@ static const struct {
     {PL_PARAM_DIRECT_CTAS, 1},       {PL_PARAM_DIRECT_CTA_BYTES, 1},
     {PL_PARAM_DIRECT_UNROLL, 1},     {PL_PARAM_DIRECT_STREAM, 0},
     {PL_PARAM_DIRECT_PUSH, 0},       {PL_PARAM_DIRECT_A2AV, 0},
+    {PL_PARAM_DIRECT_RED_BATCH, 1},
     {PL_PARAM_THREADS, 1},           {PL_PARAM_LANES, 1},
 };
 
@@ -97,6 +99,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->direct_ctas = 0;
   t->direct_cta_bytes = 0;
   t->direct_unroll = 8;
+  t->direct_red_batch = 8;
   t->direct_stream = 0;
   t->direct_push = 0;
   t->direct_a2av = 0;

@@ -8,6 +8,8 @@
 #   stg: ordinary cudaMalloc buffers (staged), default staging against PURLIN_STAGING_BYTES=512M
 #        (4x), world 8;
 #   lat: 8 KiB-256 KiB, every tool, world 8, graph replay (the latency criteria);
+#   rb: the direct reductions with 4 sources' loads in flight (PURLIN_DIRECT_RED_BATCH=4: bf16
+#        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
@@ -19,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=${OUT:-/tmp/purlin-speed} OLD=${OLD:-HEAD}
-PARTS=${PARTS:-"ab det stg lat a2av"}
+PARTS=${PARTS:-"ab det stg lat rb a2av"}
 ALL="testAR testAG testRS testA2A testAGV testRSV testA2AV"
 mkdir -p "$D"
 q() { # part env... : gpu_quick.sh on the build gpu_ab.sh made
@@ -54,6 +56,8 @@ for p in $PARTS; do
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
          B=64M E=1G F=4 ;;
   lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2 ;;
+  rb) q rb CONFIGS="DIRECT_RED_BATCH=4 -" TW=8 TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
+        ARGS="--mem purlin" ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
   a2avl) q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
   a2avs) q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ;;

@@ -1058,6 +1058,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dflags = (char *)(uintptr_t)dp->dflags.va;
   args.dflags_stride = dp->dflags.size;
   args.dunroll = (int)comm->tune.direct_unroll;
+  args.dredb = (int)comm->tune.direct_red_batch;
   args.dstream = (int)comm->tune.direct_stream;
   args.dpush = (int)comm->tune.direct_push;
   args.dpiece = dpiece;

@@ -86,6 +86,7 @@ typedef struct {
                                   (direct.h) */
   uint64_t dflags_stride;
   int dunroll;                 /* direct kernel, gathers: 16-byte loads in flight per thread */
+  int dredb;                   /* direct kernel, 2-byte reductions: sources loaded together */
   int dstream;                 /* direct kernel, gathers: streaming loads and stores */
   int dpush;                   /* direct kernel, AllReduce: push when every output is mapped */
   uint64_t dpiece, dslot, drounds; /* direct kernel: pl_direct_plan */

@@ -57,8 +57,13 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
  * loads and stores with the streaming (evict-first) policy, ld.global.cs / st.global.cs
  * (pl_tune_t.direct_stream; never for AllReduce's second phase, whose loads must bypass L1) */
 /* reductions: 16-byte vectors per source per thread, 1 for 1-byte types (16 accumulators per
- * vector: 2 spilled) */
+ * vector: 2 spilled); the sources whose loads are in flight together (the kernel's UNR): 8, or 4
+ * for 2-byte types with pl_tune_t.direct_red_batch 4 (at 8 their 2 x 8 vectors and 16 float
+ * accumulators spill 12 bytes at 128 registers, tools/ptxas_report.sh; at 4 none) */
 #define PL_DIRECT_RED_U(DT) (PL_RV_EB_(DT) == 8 ? 1 : 2)
+/* the kernel's UNR for a reduction of b-byte elements with 4 sources loaded together (only
+ * 2-byte types have that instantiation: the others keep 8) */
+#define PL_DIRECT_RB4_(b) ((b) == 2 ? 4 : 8)
 
 /* A CTA's shared state: the call's per-peer pointers, computed once by threads 0..world-1. */
 typedef struct {
@@ -220,9 +225,9 @@ PL_DEV uint64_t pl_direct_word(const char *p, uint64_t bytes, uint64_t i) {
 
 /* Reduce bytes [lo, hi) of my shard from every rank's input (sh->src[s] + lo, s ascending) into
  * every sh->red_out[j] + lo. Fast path: every pointer 16-byte aligned, U vectors per source per thread,
- * sources 8 at a time (all 8 loads issued before the first is used); else word by word. Out of
+ * sources S at a time (all S loads issued before the first is used); else word by word. Out of
  * line: inlined into the round loop it spilled (ptxas -v). */
-template <int DT, int OP>
+template <int DT, int OP, int S>
 static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, int op, uint64_t lo,
                                                     uint64_t hi) {
   const uint64_t tid = threadIdx.x, nt = blockDim.x, b = hi - lo;
@@ -233,10 +238,10 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
   uint64_t nvec = sh->misalign ? 0 : b / 16, done = 16 * nvec;
   for (uint64_t i0 = tid; i0 < nvec; i0 += U * nt) {
     pl_lacc_t acc[U][2];
-    for (int s0 = 0; s0 < w; s0 += 8) {
-      uint4 v[8][U];
+    for (int s0 = 0; s0 < w; s0 += S) {
+      uint4 v[S][U];
 #pragma unroll
-      for (int u = 0; u < 8; u++)
+      for (int u = 0; u < S; u++)
         if (s0 + u < w) {
           const uint4 *p = (const uint4 *)(sh->src[s0 + u] + lo);
 #pragma unroll
@@ -244,7 +249,7 @@ static __device__ __noinline__ void pl_direct_reduce(pl_direct_sh_t *sh, int w, 
             if (i0 + k * nt < nvec) v[u][k] = __ldcg(p + i0 + k * nt);
         }
 #pragma unroll
-      for (int u = 0; u < 8; u++)
+      for (int u = 0; u < S; u++)
         if (s0 + u < w) {
 #pragma unroll
           for (int k = 0; k < U; k++) {
@@ -554,7 +559,8 @@ PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w
     }
   } else {
     pl_direct_rpart(sh, sh->red_bytes, &lo, &hi);
-    pl_direct_reduce<DT, OP>(sh, w, OP >= 0 ? OP : a->x.c.op, lo, hi);
+    const int op = OP >= 0 ? OP : a->x.c.op;
+    pl_direct_reduce<DT, OP, UNR>(sh, w, op, lo, hi); /* UNR: the sources loaded together */
     if (a->x.c.coll == PL_COLL_ALL_REDUCE && !push) {
       pl_direct_sync(a, sh, w, r, pl_direct_val(sh->epoch, k, 2), wd, "its reduced shard");
       for (int j = 0; j < w - 1 && !sh->stop; j++) { /* every peer once, from r + 1 + c */
@@ -765,6 +771,10 @@ cudaError_t pl_cuda_direct_launch(const pl_cuda_args_t *args, int grid, cudaStre
   switch (dt) {
 #define PL_DIRECT_CASE_(name, suffix, bytes)                                                       \
   case PURLIN_##name:                                                                              \
+    if (bytes == 2 && args->dredb == 4) { /* bf16, f16: 4 sources loaded together */           \
+      if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, PL_DIRECT_RB4_(bytes), 0>(args, grid, s); \
+      return pl_direct_go<PURLIN_##name, -1, PL_DIRECT_RB4_(bytes), 0>(args, grid, s);            \
+    }                                                                                              \
     if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, 8, 0>(args, grid, s);                 \
     return pl_direct_go<PURLIN_##name, -1, 8, 0>(args, grid, s);
     PURLIN_DTYPE_MAP(PL_DIRECT_CASE_)
