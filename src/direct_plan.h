@@ -80,6 +80,24 @@ PL_HD void pl_direct_rsplit(uint64_t rounds, uint64_t sl, uint64_t b, uint64_t c
   if (*lo > *hi) *lo = *hi;
 }
 
+/* ReduceScatterV spread over the ranks (direct.cu, pl_direct_spread): where rank q's slice of the
+ * concatenated shards starts, in elements (q = w: the total). Shard j is elements [st_j, st_j +
+ * counts[j]) of the concatenation; the slice boundary floor(q T / w) moves down to a multiple of v
+ * elements from the start of the shard it falls in (v: elements per 16 bytes, so that a slice's
+ * piece of a shard starts 16-byte aligned where the shard does). Every slice is within v elements
+ * of T / w; the same on every rank (every rank knows every recvcount). */
+PL_HD uint64_t pl_direct_spread_cut(const uint64_t *counts, int w, int q, uint64_t v) {
+  uint64_t T = 0, st = 0;
+  for (int j = 0; j < w; j++) T += counts[j];
+  if (q >= w) return T;
+  const uint64_t x = T / (uint64_t)w * (uint64_t)q + T % (uint64_t)w * (uint64_t)q / (uint64_t)w;
+  for (int j = 0; j < w; j++) {
+    if (x < st + counts[j]) return st + (x - st) / v * v;
+    st += counts[j];
+  }
+  return T;
+}
+
 /* AllReduce: the offset in a staging half of shard j of a window (its first element s0): the
  * window's own layout with one round, else a slot of piece / world bytes per shard (the same in
  * every round, the last window's smaller shards too). */

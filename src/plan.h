@@ -64,7 +64,9 @@ typedef struct {
   uint64_t direct_stream; /* CUDA direct kernel, gathers: evict-first loads and stores (local) */
   uint64_t direct_push; /* CUDA direct kernel, AllReduce, every output peer-mapped: each rank
                            stores its reduced shard into every output (else every rank reads
-                           every peer's reduced shard after a flag exchange) */
+                           every peer's reduced shard after a flag exchange); ReduceScatterV,
+                           every input and output peer-mapped: each rank reduces a 1/world
+                           slice of the shards into their owners' outputs */
   uint64_t direct_a2av; /* CUDA: every out-of-place AllToAllV with host counts runs the direct
                            kernel (every rank must agree: a rank knows only its own row of the
                            counts, so no size rule is the same on every rank) */

@@ -8,6 +8,8 @@
 #   stg: ordinary cudaMalloc buffers (staged), default staging against PURLIN_STAGING_BYTES=512M
 #        (4x), world 8;
 #   lat: 8 KiB-256 KiB, every tool, world 8, graph replay (the latency criteria);
+#   rsv: ReduceScatterV spread over the ranks (the default) against PURLIN_DIRECT_PUSH=0, zero
+#        copy, world 8 (ReduceScatter beside it: its push knob does nothing);
 #   rb: the direct reductions with 4 sources' loads in flight (PURLIN_DIRECT_RED_BATCH=4: bf16
 #        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
@@ -21,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=${OUT:-/tmp/purlin-speed} OLD=${OLD:-HEAD}
-PARTS=${PARTS:-"ab det stg lat rb a2av"}
+PARTS=${PARTS:-"ab det stg lat rb rsv a2av"}
 ALL="testAR testAG testRS testA2A testAGV testRSV testA2AV"
 mkdir -p "$D"
 q() { # part env... : gpu_quick.sh on the build gpu_ab.sh made
@@ -56,6 +58,7 @@ for p in $PARTS; do
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
          B=64M E=1G F=4 ;;
   lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2 ;;
+  rsv) q rsv CONFIGS="- DIRECT_PUSH=0" TOOLS="testRSV testRS" B=64M E=1G F=4 ARGS="--mem purlin" ;;
   rb) q rb CONFIGS="DIRECT_RED_BATCH=4 -" TW=8 TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
         ARGS="--mem purlin" ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;

@@ -1041,6 +1041,14 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
       threads = PL_DIRECT_THREADS;
     }
   }
+  /* ReduceScatterV on the direct kernel: its output peer-mapped too, so that it may spread the
+   * reduction over the ranks (direct.cu, pl_direct_spread; only where every rank's input and
+   * output is, which the headers tell every rank alike) */
+  if (direct && call->coll == PL_COLL_REDUCE_SCATTER_V && x->zc_send && comm->tune.direct_push &&
+      args.v[2][call->rank] &&
+      pl_sym_find(comm, recv, args.v[2][call->rank] * call->esize, &x->sym_recv[0],
+                  &x->sym_recv[1]))
+    x->zc_recv = 1;
   PL_TRACE("%s: count %llu: %s kernel, %d CTAs of %d threads", pl_coll_name(call->coll),
            (unsigned long long)call->count, direct ? "direct" : lean ? "lean packet" : "SNAC",
            grid, threads);

@@ -83,7 +83,8 @@ typedef struct {
   char *cin_dst[PL_MAX_WORLD];
   uint64_t cin_bytes[PL_MAX_WORLD];
   const char *psend[PL_MAX_WORLD]; /* rank s's input mapped here (zero copy), else NULL: staged */
-  const char *precv[PL_MAX_WORLD]; /* AllReduce: rank s's output mapped here, else NULL */
+  const char *precv[PL_MAX_WORLD]; /* AllReduce, ReduceScatterV: rank s's output mapped here, else
+                                     NULL */
   uint64_t pdispl[PL_MAX_WORLD];   /* RSV, A2AV: my shard's (block's) offset in rank s's input
                                      (its sdispls[r], from its header) */
   unsigned kinds;                 /* pl_direct_peers */
@@ -392,7 +393,8 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   const pl_call_t *c = &sh->x.c;
   const uint64_t f = h[0] >> 48;
   const int ar = c->coll == PL_COLL_ALL_REDUCE;
-  const int zs = (f & PL_HDR_ZC_SEND) != 0, zr = ar && (f & PL_HDR_ZC_RECV) != 0;
+  const int pr = ar || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs the peers may write */
+  const int zs = (f & PL_HDR_ZC_SEND) != 0, zr = pr && (f & PL_HDR_ZC_RECV) != 0;
   sh->psend[s] = NULL;
   sh->precv[s] = NULL;
   sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V || c->coll == PL_COLL_ALL_TO_ALL_V
@@ -403,10 +405,10 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   }
   /* bit 0: some rank stages (its input, or AllReduce's reduced shard); bit 1: some rank's buffers
    * are read or written in place (its call may return only when every peer is done with them);
-   * bit 2: some rank's AllReduce output is not peer-mapped (else every rank pushes its reduced
-   * shard into every output: pl_direct_push) */
+   * bit 2: some rank's AllReduce or ReduceScatterV output is not peer-mapped (else every rank
+   * pushes: pl_direct_push) */
   atomicOr(&sh->kinds,
-           (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u) | (ar && !zr ? 4u : 0u));
+           (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u) | (pr && !zr ? 4u : 0u));
   return 0;
 }
 
@@ -421,7 +423,52 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
  * NCCL's symmetric-memory kernels and TensorRT-LLM's two-shot all-reduce (the reduced shard
  * stored to every peer); the code is purlin's. */
 PL_DEV int pl_direct_push(int coll, unsigned kinds) {
-  return coll == PL_COLL_ALL_REDUCE && !(kinds & 4u);
+  return coll == PL_COLL_ALL_REDUCE ? !(kinds & 4u)
+         : coll == PL_COLL_REDUCE_SCATTER_V && !(kinds & 5u); /* pl_direct_spread */
+}
+
+/* ReduceScatterV spread over the ranks, when every rank's input and output is peer-mapped
+ * (pl_direct_push; one round): with skewed recvcounts the rank with the largest shard read the
+ * most (Zipf 0.125 at world 8: ~1.18x the mean), so instead rank r reduces slice r of the
+ * concatenated shards (pl_direct_spread_cut: T / world elements each, whoever owns them) and
+ * stores each owner's piece into that owner's output. Every rank reads and writes the same
+ * bytes; the sum of every element is taken in ascending rank order as before (the same bits).
+ * Each piece of a shard (owner j, elements [g0, g1) of the concatenation) is split among the
+ * CTAs as a block of its own; rank s's input holds it at its sdispls[j] (its header). In place:
+ * only rank r reads or writes the elements of its slice, CTA c its part of each piece, sources
+ * before stores (pl_direct_reduce); the "done" exchange tells the owners. The idea is AllReduce's
+ * push (above) applied to the V shards; the code is purlin's. */
+template <int DT, int OP, int S>
+static __device__ __noinline__ void pl_direct_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
+                                                     const uint64_t *hdr, const uint64_t *my,
+                                                     int w, int r) {
+  const pl_call_t *c = &sh->x.c;
+  const uint64_t es = c->esize, hw = pl_hdr_words(w), v = es >= 16 ? 1 : 16 / es;
+  const int op = OP >= 0 ? OP : c->op;
+  const uint64_t a0 = pl_direct_spread_cut(c->rcounts, w, r, v);
+  const uint64_t a1 = pl_direct_spread_cut(c->rcounts, w, r + 1, v);
+  uint64_t st = 0;
+  for (int j = 0; j < w; st += c->rcounts[j++]) {
+    const uint64_t g0 = a0 > st ? a0 : st, e = st + c->rcounts[j], g1 = a1 < e ? a1 : e;
+    if (g1 <= g0) continue;
+    const uint64_t off = (g0 - st) * es;
+    __syncthreads(); /* every thread is done with the previous piece's pointers */
+    if (threadIdx.x == 0) {
+      unsigned mis = 0;
+      for (int s = 0; s < w; s++) {
+        const uint64_t *h = s == r ? my : hdr + (uint64_t)s * hw;
+        sh->src[s] = (s == r ? a->x.send : sh->psend[s]) + h[PL_HDR_FIXED + w + j] * es + off;
+        mis |= (unsigned)((uintptr_t)sh->src[s] & 15);
+      }
+      sh->red_out[0] = (j == r ? a->x.recv : (char *)sh->precv[j]) + off;
+      sh->nred_out = 1;
+      sh->misalign = mis | (unsigned)((uintptr_t)sh->red_out[0] & 15);
+    }
+    __syncthreads();
+    uint64_t lo, hi;
+    pl_direct_split((g1 - g0) * es, blockIdx.x, gridDim.x, &lo, &hi);
+    pl_direct_reduce<DT, OP, S>(sh, w, op, lo, hi);
+  }
 }
 
 /* Thread s, round k: what this rank reads of rank s (its buffer, mapped here, or its staging) and
@@ -715,7 +762,10 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
       if (stager && !stop) pl_direct_stage_late(&args, &sh, w, r);
     }
     const uint64_t R = sh.rounds;
-    for (uint64_t k = 0; k < R && !stop; k++) {
+    const int spread = push && coll == PL_COLL_REDUCE_SCATTER_V; /* one round: no rank stages */
+    if constexpr (DT >= 0)
+      if (spread && !stop) pl_direct_spread<DT, OP, UNR>(&args, &sh, hdr, my, w, r);
+    for (uint64_t k = 0; k < R && !stop && !spread; k++) {
       if (k > 0) {
         /* round k reuses the staging: every peer has read round k - 1's */
         if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k - 1, 3), &wd,

@@ -261,6 +261,32 @@ static int old_split_races(void) {
   return 0;
 }
 
+/* ReduceScatterV spread (pl_direct_spread_cut): the slices partition the concatenated shards in
+ * order, each within v elements of T / w, and every cut inside a shard sits a multiple of v
+ * elements from the shard's start. */
+static void spread(int w, uint64_t v, int zeros) {
+  uint64_t counts[PL_MAX_WORLD], T = 0, prev = 0;
+  for (int j = 0; j < w; j++) {
+    counts[j] = zeros && rnd(3) == 0 ? 0 : rnd(4) == 0 ? rnd(8) : rnd(1u << (4 + rnd(16)));
+    T += counts[j];
+  }
+  EXPECT(pl_direct_spread_cut(counts, w, 0, v) == 0, "spread: slice 0 starts at 0");
+  EXPECT(pl_direct_spread_cut(counts, w, w, v) == T, "spread: the last slice ends at T");
+  for (int q = 1; q <= w; q++) {
+    uint64_t c = pl_direct_spread_cut(counts, w, q, v), x = T / w * q + T % w * q / w, st = 0;
+    EXPECT(c >= prev, "spread: cut %d (%llu) before cut %d", q, (unsigned long long)c, q - 1);
+    EXPECT(c <= x && x - c < v, "spread: cut %d at %llu, %llu from q T / w", q,
+           (unsigned long long)c, (unsigned long long)(x - c));
+    int inside = q == w;
+    for (int j = 0; j < w && !inside; st += counts[j++])
+      if (c >= st && c < st + counts[j]) inside = (c - st) % v == 0;
+      else if (c == st) inside = 1;
+    EXPECT(inside, "spread: cut %d (%llu) not at a multiple of %llu in its shard", q,
+           (unsigned long long)c, (unsigned long long)v);
+    prev = c;
+  }
+}
+
 int main(void) {
   const int worlds[] = {2, 3, 4, 5, 8};
   const int grids[] = {1, 3, 7, 64};
@@ -274,6 +300,8 @@ int main(void) {
           one(ci, w, grids[gi], half, count, ci >= 4 && (t & 1));
         }
   EXPECT(old_split_races(), "the model does not see the replaced split's race");
+  for (int t = 0; t < 20000; t++)
+    spread(1 + (int)rnd(PL_MAX_WORLD), (uint64_t)1 << rnd(5), t & 1);
   printf("test_direct: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks, pl_failures);
   return pl_failures != 0;
 }
