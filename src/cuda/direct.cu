@@ -394,14 +394,16 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   const uint64_t f = h[0] >> 48;
   const int ar = c->coll == PL_COLL_ALL_REDUCE;
   const int pr = ar || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs the peers may write */
-  const int zs = (f & PL_HDR_ZC_SEND) != 0, zr = pr && (f & PL_HDR_ZC_RECV) != 0;
+  const int zs = (f & PL_HDR_ZC_SEND) != 0, mapped = (f & PL_HDR_ZC_RECV) != 0;
+  /* (ReduceScatterV: an empty shard needs no output, so a rank with none counts as mapped) */
+  const int zr = pr && (mapped || (!ar && c->rcounts[s] == 0));
   sh->psend[s] = NULL;
   sh->precv[s] = NULL;
   sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V || c->coll == PL_COLL_ALL_TO_ALL_V
                      ? h[PL_HDR_FIXED + w + r] * c->esize : 0;
   if (s != r) {
     if (zs && !(sh->psend[s] = pl_direct_peer(a, w, s, h[2], h[3]))) return 1;
-    if (zr && !(sh->precv[s] = pl_direct_peer(a, w, s, h[4], h[5]))) return 1;
+    if (zr && mapped && !(sh->precv[s] = pl_direct_peer(a, w, s, h[4], h[5]))) return 1;
   }
   /* bit 0: some rank stages (its input, or AllReduce's reduced shard); bit 1: some rank's buffers
    * are read or written in place (its call may return only when every peer is done with them);

@@ -62,6 +62,7 @@ typedef struct {
 /* V cases added while it is set: the blocks between ranks 0 and 1 have this many elements, the
  * others at most count (0: every block random in [0, 2 count]) */
 static size_t g_skew;
+static int g_nozero; /* V counts: none zero (the ReduceScatterV spread needs every output) */
 
 static purlin_comm_t g_comm;
 static cudaStream_t g_stream;
@@ -149,9 +150,10 @@ static void gen_fill(const case_t *c, int r, uint64_t start, size_t n, char *out
 /* ---- layout of a case ------------------------------------------------------------------------ */
 
 typedef struct {
-  size_t sc[72][72], sd[72][72]; /* A2AV: rank r's send counts and displacements to p */
+  size_t sc[72][72], sd[72][72]; /* A2AV: rank r's send counts and displacements to p; RSV:
+                                    sd[r][j], rank r's sdispls (they differ across ranks) */
   size_t rc[72], rd[72];         /* my recvcounts / rdispls (AGV, A2AV), recvcounts (RSV) */
-  size_t vsd[72];                /* RSV sdispls (the same on every rank) */
+  size_t vsd[72];                /* RSV: my sdispls (sd[me]) */
   size_t send_elems[72];         /* extent of rank r's input */
   size_t recv_elems;             /* extent of my output */
   size_t in_off;                 /* in place: where my input sits in the recv buffer (elements) */
@@ -161,8 +163,9 @@ typedef struct {
 static size_t vcount(const case_t *c, int a, int b) {
   uint64_t h = mix(c->key ^ 0x5151 ^ ((uint64_t)a << 20) ^ (uint64_t)b);
   if (g_skew && a != b && a < 2 && b < 2) return g_skew;
-  if (h % 5 == 0) return 0;
-  return (size_t)(h >> 8) % ((g_skew ? 1 : 2) * c->count + 1);
+  if (h % 5 == 0 && !g_nozero) return 0;
+  size_t v = (size_t)(h >> 8) % ((g_skew ? 1 : 2) * c->count + 1);
+  return g_nozero && !v ? 1 : v;
 }
 
 /* Displacements: prefix sums (vdispl 0, passed as NULL), or blocks in reverse rank order with a
@@ -179,7 +182,7 @@ static void displs(const size_t *cnt, int w, int gapped, size_t *d, size_t *exte
 
 static void layout(const case_t *c, lay_t *L) {
   int w = g_world, me = g_rank;
-  size_t n = c->count, ext;
+  size_t n = c->count;
   memset(L, 0, sizeof(*L));
   switch (c->coll) {
   case C_AR:
@@ -206,10 +209,12 @@ static void layout(const case_t *c, lay_t *L) {
     for (int r = 0; r < w; r++) L->send_elems[r] = L->rc[r];
     L->in_off = L->rd[me];
     break;
-  case C_RSV:
+  case C_RSV: /* vdispl: even ranks' shards reversed with gaps, odd ranks' prefix sums (passed),
+                 so that a rank that reads a peer's shard must use that peer's sdispls */
     for (int r = 0; r < w; r++) L->rc[r] = vcount(c, r, 0);
-    displs(L->rc, w, c->vdispl, L->vsd, &ext);
-    for (int r = 0; r < w; r++) L->send_elems[r] = ext;
+    for (int r = 0; r < w; r++)
+      displs(L->rc, w, c->vdispl && r % 2 == 0, L->sd[r], &L->send_elems[r]);
+    memcpy(L->vsd, L->sd[me], sizeof L->vsd);
     L->recv_elems = L->rc[me];
     L->out_off = L->vsd[me];
     break;
@@ -234,14 +239,15 @@ static void layout(const case_t *c, lay_t *L) {
 
 /* ---- expected output ------------------------------------------------------------------------- */
 
-/* exp[j] for j < n = reduce over r of input_r[start + j], by pl_reduce_elems (rank order). */
-static void ref_reduce(const case_t *c, size_t start, size_t n, char *exp) {
+/* exp[j] for j < n = reduce over r of input_r[start_r + j] (start_r: starts[r], or start when
+ * starts is NULL), by pl_reduce_elems (rank order). */
+static void ref_reduce(const case_t *c, const size_t *starts, size_t start, size_t n, char *exp) {
   size_t es = pl_dtype_bytes(c->dtype);
   const void *srcs[72];
   for (size_t o = 0; o < n; o += CHUNK) {
     size_t k = n - o < CHUNK ? n - o : CHUNK;
     for (int r = 0; r < g_world; r++) {
-      gen_fill(c, r, start + o, k, g_gen[r]);
+      gen_fill(c, r, (starts ? starts[r] : start) + o, k, g_gen[r]);
       srcs[r] = g_gen[r];
     }
     pl_reduce_elems(exp + o * es, srcs, g_world, k, c->dtype, c->op, g_world);
@@ -257,9 +263,14 @@ static void expected(const case_t *c, const lay_t *L, char *exp, const char *my_
   if (my_input && !coll_reduces(c->coll))
     memcpy(exp + L->in_off * es, my_input, L->send_elems[me] * es);
   switch (c->coll) {
-  case C_AR: ref_reduce(c, 0, n, exp); break;
-  case C_RS: ref_reduce(c, n * me, n, exp); break;
-  case C_RSV: ref_reduce(c, L->vsd[me], L->rc[me], exp); break;
+  case C_AR: ref_reduce(c, NULL, 0, n, exp); break;
+  case C_RS: ref_reduce(c, NULL, n * me, n, exp); break;
+  case C_RSV: {
+    size_t st[72];
+    for (int r = 0; r < w; r++) st[r] = L->sd[r][me];
+    ref_reduce(c, st, 0, L->rc[me], exp);
+    break;
+  }
   case C_AG:
     for (int r = 0; r < w; r++) gen_fill(c, r, 0, n, exp + n * r * es);
     break;
@@ -552,6 +563,19 @@ static void matrix(int quick, int big) {
         add(coll, PURLIN_U8, PURLIN_MIN, 1, n, dbufs[b], 0);
       }
     }
+  /* ReduceScatterV spread over the ranks (direct.cu, pl_direct_spread: every rank's input and
+   * output peer-mapped, so no count zero): out of place, in place, unaligned, with the ranks'
+   * sdispls different (vdispl 1) and not */
+  g_nozero = 1;
+  static const int sbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U};
+  for (int b = 0; b < 3; b++) {
+    size_t n = 1500000 / g_world + 17;
+    add(C_RSV, PURLIN_BF16, PURLIN_SUM, 0, n, sbufs[b], 1);
+    add(C_RSV, PURLIN_F32, PURLIN_SUM, 1, n / 2 + 3, sbufs[b], b & 1);
+    add(C_RSV, PURLIN_I32, PURLIN_MAX, 1, n / 3, sbufs[b], 1);
+    add(C_RSV, PURLIN_F64, PURLIN_AVG, 1, n / 4, sbufs[b], 0);
+  }
+  g_nozero = 0;
   /* back-to-back without checking in between is covered by the graph test; here: large */
   if (big) {
     size_t n64 = ((size_t)64 << 20) / 4; /* 64 MiB of f32 per buffer */

@@ -287,6 +287,41 @@ static void spread(int w, uint64_t v, int zeros) {
   }
 }
 
+/* The spread's loops as direct.cu runs them (pl_direct_spread: rank r's slice, each shard's piece
+ * [g0, g1) at off bytes into the shard, split among g CTAs): every element of every shard is
+ * reduced by exactly one (rank, CTA), every piece starts 16 bytes into its shard times k, every
+ * CTA part is whole elements. */
+static void spread_cover(int w, uint64_t es, uint64_t g) {
+  uint64_t counts[PL_MAX_WORLD], T = 0, v = 16 / es;
+  for (int j = 0; j < w; j++) {
+    counts[j] = rnd(4) == 0 ? 0 : rnd(2) ? rnd(40) : rnd(6000);
+    T += counts[j];
+  }
+  unsigned char *hit = calloc(T + 1, 1);
+  if (!hit) return;
+  for (int r = 0; r < w; r++) {
+    const uint64_t a0 = pl_direct_spread_cut(counts, w, r, v);
+    const uint64_t a1 = pl_direct_spread_cut(counts, w, r + 1, v);
+    uint64_t st = 0;
+    for (int j = 0; j < w; st += counts[j++]) {
+      const uint64_t g0 = a0 > st ? a0 : st, e = st + counts[j], g1 = a1 < e ? a1 : e;
+      if (g1 <= g0) continue;
+      const uint64_t off = (g0 - st) * es;
+      EXPECT(off % 16 == 0, "spread: piece of shard %d at byte %llu", j, (unsigned long long)off);
+      for (uint64_t c = 0; c < g; c++) {
+        uint64_t lo, hi;
+        pl_direct_split((g1 - g0) * es, c, g, &lo, &hi);
+        EXPECT(lo % es == 0 && hi % es == 0, "spread: CTA part not whole elements");
+        for (uint64_t b = lo; b < hi; b += es) hit[g0 + b / es]++;
+      }
+    }
+  }
+  for (uint64_t i = 0; i < T; i++)
+    EXPECT(hit[i] == 1, "spread: element %llu of %llu reduced %d times (world %d, %llu CTAs)",
+           (unsigned long long)i, (unsigned long long)T, hit[i], w, (unsigned long long)g);
+  free(hit);
+}
+
 int main(void) {
   const int worlds[] = {2, 3, 4, 5, 8};
   const int grids[] = {1, 3, 7, 64};
@@ -302,6 +337,8 @@ int main(void) {
   EXPECT(old_split_races(), "the model does not see the replaced split's race");
   for (int t = 0; t < 20000; t++)
     spread(1 + (int)rnd(PL_MAX_WORLD), (uint64_t)1 << rnd(5), t & 1);
+  for (int t = 0; t < 3000; t++)
+    spread_cover(1 + (int)rnd(t < 2000 ? 8 : PL_MAX_WORLD), (uint64_t)1 << rnd(4), 1 + rnd(70));
   printf("test_direct: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks, pl_failures);
   return pl_failures != 0;
 }
