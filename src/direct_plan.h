@@ -98,6 +98,15 @@ PL_HD uint64_t pl_direct_spread_cut(const uint64_t *counts, int w, int q, uint64
   return T;
 }
 
+/* The piece [*g0, *g1) of the shard at elements [st, st + n) of the concatenation that the slice
+ * [a0, a1) holds; returns 0 when it holds none. */
+PL_HD int pl_direct_spread_piece(uint64_t a0, uint64_t a1, uint64_t st, uint64_t n, uint64_t *g0,
+                                 uint64_t *g1) {
+  *g0 = a0 > st ? a0 : st;
+  *g1 = a1 < st + n ? a1 : st + n;
+  return *g1 > *g0;
+}
+
 /* AllReduce: the offset in a staging half of shard j of a window (its first element s0): the
  * window's own layout with one round, else a slot of piece / world bytes per shard (the same in
  * every round, the last window's smaller shards too). */

@@ -449,10 +449,9 @@ static __device__ __noinline__ void pl_direct_spread(const pl_cuda_args_t *a, pl
   const int op = OP >= 0 ? OP : c->op;
   const uint64_t a0 = pl_direct_spread_cut(c->rcounts, w, r, v);
   const uint64_t a1 = pl_direct_spread_cut(c->rcounts, w, r + 1, v);
-  uint64_t st = 0;
+  uint64_t st = 0, g0, g1;
   for (int j = 0; j < w; st += c->rcounts[j++]) {
-    const uint64_t g0 = a0 > st ? a0 : st, e = st + c->rcounts[j], g1 = a1 < e ? a1 : e;
-    if (g1 <= g0) continue;
+    if (!pl_direct_spread_piece(a0, a1, st, c->rcounts[j], &g0, &g1)) continue;
     const uint64_t off = (g0 - st) * es;
     __syncthreads(); /* every thread is done with the previous piece's pointers */
     if (threadIdx.x == 0) {
@@ -817,18 +816,22 @@ static cudaError_t pl_direct_go(const pl_cuda_args_t *args, int grid, cudaStream
   return e;
 }
 
+/* A reduction's kernel: SUM as a constant, any other op the call's. */
+template <int DT, int UNR>
+static cudaError_t pl_direct_go_red(const pl_cuda_args_t *args, int sum, int grid, cudaStream_t s) {
+  return sum ? pl_direct_go<DT, PURLIN_SUM, UNR, 0>(args, grid, s)
+             : pl_direct_go<DT, -1, UNR, 0>(args, grid, s);
+}
+
 cudaError_t pl_cuda_direct_launch(const pl_cuda_args_t *args, int grid, cudaStream_t s) {
   int dt = pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1;
   int sum = args->x.c.op == PURLIN_SUM;
   switch (dt) {
 #define PL_DIRECT_CASE_(name, suffix, bytes)                                                       \
   case PURLIN_##name:                                                                              \
-    if (bytes == 2 && args->dredb == 4) { /* bf16, f16: 4 sources loaded together */           \
-      if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, PL_DIRECT_RB4_(bytes), 0>(args, grid, s); \
-      return pl_direct_go<PURLIN_##name, -1, PL_DIRECT_RB4_(bytes), 0>(args, grid, s);            \
-    }                                                                                              \
-    if (sum) return pl_direct_go<PURLIN_##name, PURLIN_SUM, 8, 0>(args, grid, s);                 \
-    return pl_direct_go<PURLIN_##name, -1, 8, 0>(args, grid, s);
+    if (args->dredb == 4) /* 2-byte types: 4 sources loaded together (the others: 8 anyway) */   \
+      return pl_direct_go_red<PURLIN_##name, PL_DIRECT_RB4_(bytes)>(args, sum, grid, s);          \
+    return pl_direct_go_red<PURLIN_##name, 8>(args, sum, grid, s);
     PURLIN_DTYPE_MAP(PL_DIRECT_CASE_)
 #undef PL_DIRECT_CASE_
   default:

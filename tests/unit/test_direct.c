@@ -302,10 +302,9 @@ static void spread_cover(int w, uint64_t es, uint64_t g) {
   for (int r = 0; r < w; r++) {
     const uint64_t a0 = pl_direct_spread_cut(counts, w, r, v);
     const uint64_t a1 = pl_direct_spread_cut(counts, w, r + 1, v);
-    uint64_t st = 0;
+    uint64_t st = 0, g0, g1;
     for (int j = 0; j < w; st += counts[j++]) {
-      const uint64_t g0 = a0 > st ? a0 : st, e = st + counts[j], g1 = a1 < e ? a1 : e;
-      if (g1 <= g0) continue;
+      if (!pl_direct_spread_piece(a0, a1, st, counts[j], &g0, &g1)) continue;
       const uint64_t off = (g0 - st) * es;
       EXPECT(off % 16 == 0, "spread: piece of shard %d at byte %llu", j, (unsigned long long)off);
       for (uint64_t c = 0; c < g; c++) {
