@@ -565,6 +565,16 @@ static int all_in_one_memory(void) {
 /* CUDA: purlin's own zero-byte all-to-all, and the flag barrier with 4 KiB kernel arguments
  * (bench/floor.cu), printed beside the floor; 0 on the host datapath. */
 static double purlin_barrier_us, fat_barrier_us;
+/* The AllReduce tool on CUDA: the ideal one-shot AllReduce (floor.cu) at a few sizes and CTA
+ * counts, printed under the speed of light (a bound on what the latency regime's control costs) */
+#define N_IDEAL 8
+static const struct {
+  size_t bytes;
+  int ctas;
+} ideal_cfg[N_IDEAL] = {{8192, 1},  {8192, 2},   {8192, 4},   {8192, 8},
+                        {65536, 4}, {65536, 16}, {262144, 4}, {262144, 16}};
+static double ideal_us[N_IDEAL];
+static int ideal_run;
 
 static void run_row(size_t bytes, int dtype, int op, row_t *row) {
   bench_geom_t g;
@@ -649,6 +659,13 @@ static void print_header(const char *tool, int datapath) {
            "all_to_all %.2f us%s\n",
            fat_barrier_us, purlin_barrier_us,
            purlin_barrier_us < 0 ? " (not run: PURLIN_PROFILE is set)" : "");
+  if (ideal_run) {
+    printf("# Ideal one-shot AllReduce bf16 (bench/floor.cu: packets to every peer, rank-order sum, "
+           "no header or checks; -1: a wrong element), us:");
+    for (int i = 0; i < N_IDEAL; i++)
+      printf(" %zuK/%d %.2f", ideal_cfg[i].bytes >> 10, ideal_cfg[i].ctas, ideal_us[i]);
+    printf("\n");
+  }
   if (mem_shared)
     printf("# floor(us) = max(barrier, memory traffic per rank / copy bandwidth): every rank is in "
            "one memory, so its traffic is the bound (each output byte written once, each input "
@@ -772,6 +789,13 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
           "\"barrier_4k_args_us\": %.4f, \"purlin_barrier_us\": %.4f, \"floor_model\": \"%s\"},\n",
           copy_bw / 1e9, barrier_us, fat_barrier_us, purlin_barrier_us,
           mem_shared ? "memory" : "move");
+  if (ideal_run) {
+    fprintf(f, "  \"ideal_oneshot_ar\": [");
+    for (int i = 0; i < N_IDEAL; i++)
+      fprintf(f, "%s{\"bytes\": %zu, \"ctas\": %d, \"us\": %.4f}", i ? ", " : "",
+              ideal_cfg[i].bytes, ideal_cfg[i].ctas, ideal_us[i]);
+    fprintf(f, "],\n");
+  }
   fprintf(f, "  \"busbw_factor\": %.6f,\n",
           bench_colls[coll].bus_factor_num * (B.world - 1) / B.world);
   fprintf(f, "  \"rows\": [\n");
@@ -909,6 +933,10 @@ int main(int argc, char **argv) {
       int gl = O.graph ? O.graph : 10, wu = O.warmup > 5 ? O.warmup : 5;
       barrier_us = bench_floor_barrier_us(0, it, rep, wu, gl);
       fat_barrier_us = bench_floor_barrier_us(1, it, rep, wu, gl);
+      ideal_run = coll == B_AR && B.world > 1;
+      for (int i = 0; ideal_run && i < N_IDEAL; i++)
+        ideal_us[i] = bench_floor_ideal_ar_us(ideal_cfg[i].bytes, ideal_cfg[i].ctas, it, rep, wu,
+                                              gl);
     }
 #endif
   }

@@ -89,14 +89,8 @@ static int floor_fn(void *arg, int i) {
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-/* Median per-call time of the flag barrier in graph replay (fat: 4 KiB arguments); every rank
- * calls this at the same time. The result is the maximum over ranks. */
-extern "C" double bench_floor_barrier_us(int fat, int iters, int repeats, int warmup, int graph) {
-  double us[64];
-  if (repeats > 64) repeats = 64;
-  floor_setup();
-  if (bench_time(floor_fn, fat ? (void *)&F : NULL, iters, repeats, warmup, graph, us))
-    bench_die("floor: the barrier kernel failed: %s", cudaGetErrorString(cudaGetLastError()));
+/* The median of every sample's maximum over ranks (every rank calls this). */
+static double floor_median_max(double *us, int repeats) {
   bench_allreduce_host(us, (size_t)repeats, PURLIN_F64, PURLIN_MAX);
   for (int i = 1; i < repeats; i++) /* insertion sort, then the median */
     for (int j = i; j > 0 && us[j] < us[j - 1]; j--) {
@@ -105,4 +99,193 @@ extern "C" double bench_floor_barrier_us(int fat, int iters, int repeats, int wa
       us[j - 1] = t;
     }
   return us[repeats / 2];
+}
+
+/* Median per-call time of the flag barrier in graph replay (fat: 4 KiB arguments); every rank
+ * calls this at the same time. The result is the maximum over ranks. */
+extern "C" double bench_floor_barrier_us(int fat, int iters, int repeats, int warmup, int graph) {
+  double us[64];
+  if (repeats > 64) repeats = 64;
+  floor_setup();
+  if (bench_time(floor_fn, fat ? (void *)&F : NULL, iters, repeats, warmup, graph, us))
+    bench_die("floor: the barrier kernel failed: %s", cudaGetErrorString(cudaGetLastError()));
+  return floor_median_max(us, repeats);
+}
+
+/* ---- the ideal one-shot AllReduce: the small AllReduce's datapath alone ------------------------
+ * What purlin's latency regime does at its core, and nothing else: every rank stores its whole
+ * bf16 vector as 16-byte packets (8 bytes of data, 8 of flag, the flag in the same store) into its
+ * slot of every peer's window, and reduces the vector from its own input and every peer's packets
+ * in rank order (float accumulation). No header, no abort or deadline, no error path, no tuning:
+ * the cost of purlin's kernel above this is its control. Windows are double-buffered by call
+ * parity (a peer one call ahead writes the other half), the flag is the call number. CTA c takes
+ * a c-th part of the words; the last CTA to finish advances the call number. */
+
+#define IDEAL_MAX_BYTES (256 * 1024)
+
+typedef struct {
+  char *win[FLOOR_MAX];  /* rank p's packet window ([2][world][words] packets), mapped here */
+  const uint64_t *in;    /* my input, words 8-byte words (4 bf16 each) */
+  uint64_t *out;         /* my output */
+  uint64_t *count;       /* calls completed by this rank */
+  unsigned *exitc;       /* CTAs of this call that finished */
+  uint32_t words;
+  int rank, world;
+} ideal_args_t;
+
+static __device__ __forceinline__ void ideal_add4(float *a, uint64_t x) {
+  for (int k = 0; k < 4; k++) a[k] += __uint_as_float((uint32_t)(x >> (16 * k) & 0xffff) << 16);
+}
+
+static __global__ void ideal_ar_kernel(const __grid_constant__ ideal_args_t a) {
+  __shared__ uint64_t sv;
+  if (threadIdx.x == 0) sv = *(volatile uint64_t *)a.count + 1;
+  __syncthreads();
+  const uint64_t f = sv, par = f & 1;
+  const int w = a.world, r = a.rank;
+  const uint32_t nt = blockDim.x, tid = threadIdx.x;
+  const uint32_t lo = (uint32_t)((uint64_t)a.words * blockIdx.x / gridDim.x);
+  const uint32_t hi = (uint32_t)((uint64_t)a.words * (blockIdx.x + 1) / gridDim.x), n = hi - lo;
+  const uint64_t slot = (uint64_t)a.words * 16; /* one source's packets */
+  for (uint32_t k = tid; k < (uint32_t)(w - 1) * n; k += nt) {
+    uint32_t j = k / n, i = lo + k - j * n;
+    int d = r + 1 + (int)j;
+    d = d >= w ? d - w : d;
+    char *q = a.win[d] + (par * (uint64_t)w + (uint64_t)r) * slot + (uint64_t)i * 16;
+    asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(q), "l"(a.in[i]), "l"(f));
+  }
+  const char *mine = a.win[r] + par * (uint64_t)w * slot;
+  for (uint32_t i = lo + tid; i < hi; i += nt) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s0 = 0; s0 < w; s0 += 8) {
+      uint64_t dv[8], fv[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        int s = s0 + u;
+        fv[u] = f;
+        dv[u] = 0;
+        if (s < w && s != r)
+          asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];"
+                       : "=l"(dv[u]), "=l"(fv[u])
+                       : "l"(mine + (uint64_t)s * slot + (uint64_t)i * 16));
+      }
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        int s = s0 + u;
+        while (fv[u] != f)
+          asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];"
+                       : "=l"(dv[u]), "=l"(fv[u])
+                       : "l"(mine + (uint64_t)s * slot + (uint64_t)i * 16));
+        if (s < w) ideal_add4(acc, s == r ? a.in[i] : dv[u]);
+      }
+    }
+    uint64_t o = 0;
+    for (int k = 0; k < 4; k++) o |= (uint64_t)(__float_as_uint(acc[k]) >> 16) << (16 * k);
+    a.out[i] = o;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (gridDim.x == 1) {
+      *(volatile uint64_t *)a.count = f;
+    } else {
+      __threadfence();
+      if (atomicAdd(a.exitc, 1u) == gridDim.x - 1) {
+        *a.exitc = 0;
+        *(volatile uint64_t *)a.count = f;
+      }
+    }
+  }
+}
+
+static ideal_args_t IA;
+static int ideal_ready;
+
+typedef struct {
+  uint32_t bytes;
+  int ctas;
+} ideal_cfg_t;
+
+static int ideal_fn(void *arg, int i) {
+  (void)i;
+  const ideal_cfg_t *c = (const ideal_cfg_t *)arg;
+  ideal_args_t a = IA;
+  a.words = c->bytes / 8;
+  ideal_ar_kernel<<<c->ctas, 256, 0, (cudaStream_t)B.stream>>>(a);
+  return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* bf16 of a small integer in [-2, 2]: any sum of up to FLOOR_MAX of them is exact in float and
+ * in bf16 (|sum| <= 144 < 256) */
+static uint16_t ideal_val(int rank, uint32_t e) {
+  float v = (float)((int)((e * 7u + (uint32_t)rank * 3u) % 5u) - 2);
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (uint16_t)(u >> 16);
+}
+
+static void ideal_setup(void) {
+  if (ideal_ready) return;
+  if (B.world > FLOOR_MAX) bench_die("floor: world %d > %d", B.world, FLOOR_MAX);
+  memset(&IA, 0, sizeof IA);
+  size_t wb = 2 * (size_t)B.world * (IDEAL_MAX_BYTES / 8) * 16;
+  char *win;
+  FCU(cudaMalloc((void **)&win, wb));
+  FCU(cudaMemset(win, 0, wb)); /* flag 0: no call's */
+  uint16_t *h = (uint16_t *)malloc(IDEAL_MAX_BYTES);
+  if (!h) bench_die("floor: out of memory");
+  for (uint32_t e = 0; e < IDEAL_MAX_BYTES / 2; e++) h[e] = ideal_val(B.rank, e);
+  FCU(cudaMalloc((void **)&IA.in, IDEAL_MAX_BYTES));
+  FCU(cudaMemcpy((void *)IA.in, h, IDEAL_MAX_BYTES, cudaMemcpyHostToDevice));
+  free(h);
+  FCU(cudaMalloc((void **)&IA.out, IDEAL_MAX_BYTES));
+  FCU(cudaMalloc((void **)&IA.count, 64));
+  FCU(cudaMemset(IA.count, 0, 64));
+  IA.exitc = (unsigned *)(IA.count + 1);
+  FCU(cudaDeviceSynchronize());
+  cudaIpcMemHandle_t hd, all[FLOOR_MAX];
+  FCU(cudaIpcGetMemHandle(&hd, win));
+  bench_allgather_host(&hd, all, sizeof hd);
+  for (int p = 0; p < B.world; p++) {
+    if (p == B.rank) IA.win[p] = win;
+    else FCU(cudaIpcOpenMemHandle((void **)&IA.win[p], all[p], cudaIpcMemLazyEnablePeerAccess));
+  }
+  IA.rank = B.rank;
+  IA.world = B.world;
+  ideal_ready = 1;
+}
+
+/* Median per-call time (max over ranks) of the ideal one-shot AllReduce of `bytes` (a multiple of
+ * 8, at most 256 KiB) on `ctas` CTAs of 256 threads, in graph replay; every rank calls this at the
+ * same time. Then one checked call: returns -1 if any rank's output has a wrong element. */
+extern "C" double bench_floor_ideal_ar_us(size_t bytes, int ctas, int iters, int repeats,
+                                          int warmup, int graph) {
+  double us[64];
+  if (repeats > 64) repeats = 64;
+  if (bytes > IDEAL_MAX_BYTES || bytes % 8) bench_die("floor: ideal AllReduce of %zu bytes", bytes);
+  ideal_setup();
+  ideal_cfg_t cfg = {(uint32_t)bytes, ctas};
+  FCU(cudaMemset(IA.out, 0xff, bytes)); /* poisoned: NaNs */
+  if (bench_time(ideal_fn, &cfg, iters, repeats, warmup, graph, us))
+    bench_die("floor: the ideal AllReduce failed: %s", cudaGetErrorString(cudaGetLastError()));
+  FCU(cudaStreamSynchronize((cudaStream_t)B.stream));
+  uint16_t *h = (uint16_t *)malloc(bytes);
+  if (!h) bench_die("floor: out of memory");
+  FCU(cudaMemcpy(h, IA.out, bytes, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (uint32_t e = 0; e < bytes / 2; e++) {
+    float want = 0, got;
+    for (int p = 0; p < B.world; p++) {
+      uint32_t u = (uint32_t)ideal_val(p, e) << 16;
+      float v;
+      memcpy(&v, &u, 4);
+      want += v;
+    }
+    uint32_t u = (uint32_t)h[e] << 16;
+    memcpy(&got, &u, 4);
+    bad += got != want;
+  }
+  free(h);
+  bench_allreduce_host(&bad, 1, PURLIN_I32, PURLIN_MAX);
+  double t = floor_median_max(us, repeats);
+  return bad ? -1 : t;
 }

@@ -64,5 +64,12 @@ for t in $(ls "$R" | sed -nE 's/^(test[A-Za-z0-9]+)\..*\.json$/\1/p' | sort -u);
   for cfg in $CONFIGS; do cols+=("$cfg" "$R/$t.${cfg//[=,]/_}.w$BW.json"); done
   python3 tools/times_table.py "$t w$BW" "${cols[@]}"
 done > "$R/times.txt" 2>&1
-{ cat "$R/machine.txt"; for row in "${ROWS[@]}"; do echo "$row"; done; cat "$R/times.txt"; } | tee "$R/summary.txt"
+# the floors beside the rows (AllReduce: the ideal one-shot), and PURLIN_PROFILE's phases (rank 0)
+for f in "$R"/test*.txt; do
+  [ -f "$f" ] || continue
+  grep -hE "^# Ideal|zero-byte all-to-all barrier|^purlin profile: rank 0/" "$f" |
+    sed -E "s/.*copy bandwidth ([0-9.]+ GB.s).*barrier ([0-9.]+ us).*/copy \1, barrier \2/;
+      s/ \(bench.floor.cu: [^)]*\)//; s|^|$(basename "$f" .txt): |" | cut -c1-400
+done > "$R/floors.txt"
+{ cat "$R/machine.txt"; for row in "${ROWS[@]}"; do echo "$row"; done; cat "$R/times.txt" "$R/floors.txt"; } | tee "$R/summary.txt"
 tar -C "$OUTD" -czf "$OUTD/quick.tar.gz" quick && cp "$R/summary.txt" "$OUTD/summary.txt" && rm -rf "$R"
