@@ -567,12 +567,13 @@ static int all_in_one_memory(void) {
 static double purlin_barrier_us, fat_barrier_us;
 /* The AllReduce tool on CUDA: the ideal one-shot AllReduce (floor.cu) at a few sizes and CTA
  * counts, printed under the speed of light (a bound on what the latency regime's control costs) */
-#define N_IDEAL 8
+#define N_IDEAL 10
 static const struct {
   size_t bytes;
-  int ctas;
-} ideal_cfg[N_IDEAL] = {{8192, 1},  {8192, 2},   {8192, 4},   {8192, 8},
-                        {65536, 4}, {65536, 16}, {262144, 4}, {262144, 16}};
+  int ctas, pad;
+} ideal_cfg[N_IDEAL] = {{8192, 1, 0},  {8192, 2, 0},   {8192, 4, 0},  {8192, 8, 0},
+                        {8192, 1, 1},  {8192, 1, 2},   {8192, 8, 1},  {65536, 4, 0},
+                        {65536, 16, 0}, {262144, 16, 0}};
 static double ideal_us[N_IDEAL];
 static int ideal_run;
 
@@ -661,9 +662,10 @@ static void print_header(const char *tool, int datapath) {
            purlin_barrier_us < 0 ? " (not run: PURLIN_PROFILE is set)" : "");
   if (ideal_run) {
     printf("# Ideal one-shot AllReduce bf16 (bench/floor.cu: packets to every peer, rank-order sum, "
-           "no header or checks; -1: a wrong element), us:");
+           "no header or checks; size/CTAs, +padN: after N passes over 16 KB of code; -1: a wrong element), us:");
     for (int i = 0; i < N_IDEAL; i++)
-      printf(" %zuK/%d %.2f", ideal_cfg[i].bytes >> 10, ideal_cfg[i].ctas, ideal_us[i]);
+      printf(" %zuK/%d%s%.0d %.2f", ideal_cfg[i].bytes >> 10, ideal_cfg[i].ctas,
+             ideal_cfg[i].pad ? "+pad" : "", ideal_cfg[i].pad, ideal_us[i]);
     printf("\n");
   }
   if (mem_shared)
@@ -792,8 +794,8 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
   if (ideal_run) {
     fprintf(f, "  \"ideal_oneshot_ar\": [");
     for (int i = 0; i < N_IDEAL; i++)
-      fprintf(f, "%s{\"bytes\": %zu, \"ctas\": %d, \"us\": %.4f}", i ? ", " : "",
-              ideal_cfg[i].bytes, ideal_cfg[i].ctas, ideal_us[i]);
+      fprintf(f, "%s{\"bytes\": %zu, \"ctas\": %d, \"pad\": %d, \"us\": %.4f}", i ? ", " : "",
+              ideal_cfg[i].bytes, ideal_cfg[i].ctas, ideal_cfg[i].pad, ideal_us[i]);
     fprintf(f, "],\n");
   }
   fprintf(f, "  \"busbw_factor\": %.6f,\n",
@@ -935,8 +937,8 @@ int main(int argc, char **argv) {
       fat_barrier_us = bench_floor_barrier_us(1, it, rep, wu, gl);
       ideal_run = coll == B_AR && B.world > 1;
       for (int i = 0; ideal_run && i < N_IDEAL; i++)
-        ideal_us[i] = bench_floor_ideal_ar_us(ideal_cfg[i].bytes, ideal_cfg[i].ctas, it, rep, wu,
-                                              gl);
+        ideal_us[i] = bench_floor_ideal_ar_us(ideal_cfg[i].bytes, ideal_cfg[i].ctas,
+                                              ideal_cfg[i].pad, it, rep, wu, gl);
     }
 #endif
   }

@@ -138,9 +138,9 @@ int bench_time(bench_call_fn fn, void *arg, int iters, int repeats, int warmup, 
  * per-call us in graph replay, max over ranks; fat = with 4 KiB kernel arguments. */
 double bench_floor_barrier_us(int fat, int iters, int repeats, int warmup, int graph);
 /* CUDA: the ideal one-shot AllReduce of `bytes` of bf16 on `ctas` CTAs (floor.cu: the latency
- * regime's datapath without purlin's control), median per call in graph replay, max over ranks;
+ * regime's datapath without purlin's control; pad: after pad passes over ~16 KB of straight-line code), median per call in graph replay, max over ranks;
  * -1 if its checked call got a wrong element on any rank. */
-double bench_floor_ideal_ar_us(size_t bytes, int ctas, int iters, int repeats, int warmup,
+double bench_floor_ideal_ar_us(size_t bytes, int ctas, int pad, int iters, int repeats, int warmup,
                                int graph);
 /* Copy bandwidth of this rank (bytes copied per second), all ranks copying at once. */
 double bench_copy_bw(size_t bytes, int repeats);

@@ -131,14 +131,34 @@ typedef struct {
   unsigned *exitc;       /* CTAs of this call that finished */
   uint32_t words;
   int rank, world;
+  int pad_reps; /* passes over the PAD code */
 } ideal_args_t;
 
 static __device__ __forceinline__ void ideal_add4(float *a, uint64_t x) {
   for (int k = 0; k < 4; k++) a[k] += __uint_as_float((uint32_t)(x >> (16 * k) & 0xffff) << 16);
 }
 
+/* PAD: ~16 KB of straight-line code first, run pad_reps times (four independent xorshift-multiply
+ * chains, kept by a store that never happens), to show what running that much code cold costs: a
+ * kernel's instructions come from L2 in a launch where this SM's instruction caches do not hold
+ * them, and under MPS every rank's process has its own copy of the code. The second pass runs
+ * warm: (2 passes - 1 pass) is the code's execution, (1 pass - none) - that is its fetch. */
+template <int PAD>
 static __global__ void ideal_ar_kernel(const __grid_constant__ ideal_args_t a) {
   __shared__ uint64_t sv;
+  if (PAD) {
+    uint32_t x0 = threadIdx.x + 1, x1 = x0 * 3u, x2 = x0 * 5u, x3 = x0 * 7u;
+#pragma unroll 1
+    for (int rep = 0; rep < a.pad_reps; rep++)
+#pragma unroll
+      for (int k = 0; k < 80; k++) {
+        x0 = (x0 ^ (x0 >> 7)) * 0x9e3779b1u;
+        x1 = (x1 ^ (x1 >> 9)) * 0x85ebca6bu;
+        x2 = (x2 ^ (x2 >> 11)) * 0xc2b2ae35u;
+        x3 = (x3 ^ (x3 >> 13)) * 0x27d4eb2fu;
+      }
+    if ((x0 ^ x1 ^ x2 ^ x3) == 0x2545f491u && a.words == 0) a.out[0] = x0;
+  }
   if (threadIdx.x == 0) sv = *(volatile uint64_t *)a.count + 1;
   __syncthreads();
   const uint64_t f = sv, par = f & 1;
@@ -202,7 +222,7 @@ static int ideal_ready;
 
 typedef struct {
   uint32_t bytes;
-  int ctas;
+  int ctas, pad;
 } ideal_cfg_t;
 
 static int ideal_fn(void *arg, int i) {
@@ -210,7 +230,9 @@ static int ideal_fn(void *arg, int i) {
   const ideal_cfg_t *c = (const ideal_cfg_t *)arg;
   ideal_args_t a = IA;
   a.words = c->bytes / 8;
-  ideal_ar_kernel<<<c->ctas, 256, 0, (cudaStream_t)B.stream>>>(a);
+  a.pad_reps = c->pad;
+  if (c->pad) ideal_ar_kernel<1><<<c->ctas, 256, 0, (cudaStream_t)B.stream>>>(a);
+  else ideal_ar_kernel<0><<<c->ctas, 256, 0, (cudaStream_t)B.stream>>>(a);
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
@@ -255,15 +277,16 @@ static void ideal_setup(void) {
 }
 
 /* Median per-call time (max over ranks) of the ideal one-shot AllReduce of `bytes` (a multiple of
- * 8, at most 256 KiB) on `ctas` CTAs of 256 threads, in graph replay; every rank calls this at the
+ * 8, at most 256 KiB) on `ctas` CTAs of 256 threads (pad: ~16 KB of code run first, pad times:
+ * the kernel's PAD), in graph replay; every rank calls this at the
  * same time. Then one checked call: returns -1 if any rank's output has a wrong element. */
-extern "C" double bench_floor_ideal_ar_us(size_t bytes, int ctas, int iters, int repeats,
-                                          int warmup, int graph) {
+extern "C" double bench_floor_ideal_ar_us(size_t bytes, int ctas, int pad, int iters,
+                                          int repeats, int warmup, int graph) {
   double us[64];
   if (repeats > 64) repeats = 64;
   if (bytes > IDEAL_MAX_BYTES || bytes % 8) bench_die("floor: ideal AllReduce of %zu bytes", bytes);
   ideal_setup();
-  ideal_cfg_t cfg = {(uint32_t)bytes, ctas};
+  ideal_cfg_t cfg = {(uint32_t)bytes, ctas, pad};
   FCU(cudaMemset(IA.out, 0xff, bytes)); /* poisoned: NaNs */
   if (bench_time(ideal_fn, &cfg, iters, repeats, warmup, graph, us))
     bench_die("floor: the ideal AllReduce failed: %s", cudaGetErrorString(cudaGetLastError()));
