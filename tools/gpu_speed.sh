@@ -12,7 +12,7 @@
 #        copy, world 8 (ReduceScatter beside it: its push knob does nothing);
 #   rb: the direct reductions with 4 sources' loads in flight (PURLIN_DIRECT_RED_BATCH=4: bf16
 #        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
-#   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 and 64 KiB, world 8, with the
+#   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB (one size: the means mix sizes), world 8, with the
 #        default lean CTAs and with one (the latency criteria: where a small call's time goes);
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
@@ -61,7 +61,7 @@ for p in $PARTS; do
          B=64M E=1G F=4 ;;
   lat) q lat CONFIGS="-" TOOLS="$ALL" B=8K E=256K F=2 ;;
   rsv) q rsv CONFIGS="- DIRECT_PUSH=0" TOOLS="testRSV testRS" B=64M E=1G F=4 ARGS="--mem purlin" ;;
-  prof) q prof CONFIGS="PROFILE=1 PROFILE=1,LEAN_CTAS=1" TOOLS="testAR testA2A" B=8K E=64K F=8 ;;
+  prof) q prof CONFIGS="PROFILE=1 PROFILE=1,LEAN_CTAS=1" TOOLS="testAR testA2A" B=8K E=8K F=2 ;;
   rb) q rb CONFIGS="DIRECT_RED_BATCH=4 -" TW=8 TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
         ARGS="--mem purlin" ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
