@@ -12,8 +12,8 @@
 #        copy, world 8 (ReduceScatter beside it: its push knob does nothing);
 #   rb: the direct reductions with 4 sources' loads in flight (PURLIN_DIRECT_RED_BATCH=4: bf16
 #        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
-#   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB (one size: the means mix sizes), world 8, with the
-#        default lean CTAs and with one (the latency criteria: where a small call's time goes);
+#   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB only (the means mix a run's
+#        sizes), world 8, with the default lean CTAs and with one (where a small call's time goes);
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
