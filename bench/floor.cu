@@ -142,7 +142,7 @@ static __device__ __forceinline__ void ideal_add4(float *a, uint64_t x) {
  * chains, kept by a store that never happens), to show what running that much code cold costs: a
  * kernel's instructions come from L2 in a launch where this SM's instruction caches do not hold
  * them, and under MPS every rank's process has its own copy of the code. The second pass runs
- * warm: (2 passes - 1 pass) is the code's execution, (1 pass - none) - that is its fetch. */
+ * warm: (2 passes - 1 pass) is the code's execution; (1 pass - none) minus that is its fetch. */
 template <int PAD>
 static __global__ void ideal_ar_kernel(const __grid_constant__ ideal_args_t a) {
   __shared__ uint64_t sv;
