@@ -80,20 +80,44 @@ PL_HD void pl_direct_rsplit(uint64_t rounds, uint64_t sl, uint64_t b, uint64_t c
   if (*lo > *hi) *lo = *hi;
 }
 
-/* ReduceScatterV spread over the ranks (direct.cu, pl_direct_spread): where rank q's slice of the
- * concatenated shards starts, in elements (q = w: the total). Shard j is elements [st_j, st_j +
- * counts[j]) of the concatenation; the slice boundary floor(q T / w) moves down to a multiple of v
- * elements from the start of the shard it falls in (v: elements per 16 bytes, so that a slice's
- * piece of a shard starts 16-byte aligned where the shard does). Every slice is within v elements
- * of T / w; the same on every rank (every rank knows every recvcount). */
-PL_HD uint64_t pl_direct_spread_cut(const uint64_t *counts, int w, int q, uint64_t v) {
-  uint64_t T = 0, st = 0;
-  for (int j = 0; j < w; j++) T += counts[j];
-  if (q >= w) return T;
-  const uint64_t x = T / (uint64_t)w * (uint64_t)q + T % (uint64_t)w * (uint64_t)q / (uint64_t)w;
-  for (int j = 0; j < w; j++) {
-    if (x < st + counts[j]) return st + (x - st) / v * v;
-    st += counts[j];
+/* The spread over the ranks (direct.cu: ReduceScatterV's pl_direct_spread, AllToAllV's
+ * pl_direct_a2av_spread) cuts the concatenation of a grid of blocks in row-major order: block (i, j),
+ * i < nrows, j < cols, holds rows[i][off + j] elements; rtot[i] is the sum of row i (so that a cut
+ * skips whole rows). ReduceScatterV: one row, the recvcounts (shard j); AllToAllV: row s is rank
+ * s's sendcounts (its header), block (s, d) what s sends d. */
+typedef struct {
+  const uint64_t *const *rows;
+  const uint64_t *rtot;
+  uint64_t off;
+  int nrows, cols;
+} pl_grid_t;
+
+PL_HD uint64_t pl_grid_total(const pl_grid_t *g) {
+  uint64_t T = 0;
+  for (int i = 0; i < g->nrows; i++) T += g->rtot[i];
+  return T;
+}
+
+/* Where part q of Q of the concatenation starts, in elements (q >= Q: the total T): floor(q T /
+ * Q), moved down to a multiple of v elements from the start of the block it falls in (v: elements
+ * per 16 bytes, so that a part's piece of a block starts 16-byte aligned where the block does).
+ * Every part is within v elements of T / Q; the cuts never decrease with q; the same on every
+ * rank (every rank knows every count). */
+PL_HD uint64_t pl_direct_spread_cut(const pl_grid_t *g, uint64_t q, uint64_t Q, uint64_t v) {
+  const uint64_t T = pl_grid_total(g);
+  if (q >= Q) return T;
+  const uint64_t x = T / Q * q + T % Q * q / Q;
+  uint64_t st = 0;
+  for (int i = 0; i < g->nrows; i++) {
+    if (x >= st + g->rtot[i]) {
+      st += g->rtot[i];
+      continue;
+    }
+    for (int j = 0; j < g->cols; j++) {
+      const uint64_t n = g->rows[i][g->off + (uint64_t)j];
+      if (x < st + n) return st + (x - st) / v * v;
+      st += n;
+    }
   }
   return T;
 }
@@ -105,6 +129,35 @@ PL_HD int pl_direct_spread_piece(uint64_t a0, uint64_t a1, uint64_t st, uint64_t
   *g0 = a0 > st ? a0 : st;
   *g1 = a1 < st + n ? a1 : st + n;
   return *g1 > *g0;
+}
+
+/* The walk over the pieces of the part [x0, x1) of a grid's concatenation: from the cursor (*i,
+ * *j: the next block; *st: its first element; all 0 at the start), the next block that the part
+ * holds some of, its (*bi, *bj), its piece [*g0, *g1) of the concatenation and *b0, the block's
+ * own first element there; whole rows before x0 are skipped by their totals. Returns 0 when no
+ * piece is left. */
+PL_HD int pl_direct_spread_next(const pl_grid_t *g, uint64_t x0, uint64_t x1, int *i, int *j,
+                                uint64_t *st, int *bi, int *bj, uint64_t *b0, uint64_t *g0,
+                                uint64_t *g1) {
+  while (*i < g->nrows && *st < x1) {
+    if (*j == 0 && *st + g->rtot[*i] <= x0) { /* the whole row is before the part */
+      *st += g->rtot[(*i)++];
+      continue;
+    }
+    const uint64_t n = g->rows[*i][g->off + (uint64_t)*j], s0 = *st;
+    *bi = *i;
+    *bj = *j;
+    *st += n;
+    if (++*j == g->cols) {
+      *j = 0;
+      ++*i;
+    }
+    if (pl_direct_spread_piece(x0, x1, s0, n, g0, g1)) {
+      *b0 = s0;
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* AllReduce: the offset in a staging half of shard j of a window (its first element s0): the

@@ -1049,6 +1049,16 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
       pl_sym_find(comm, recv, args.v[2][call->rank] * call->esize, &x->sym_recv[0],
                   &x->sym_recv[1]))
     x->zc_recv = 1;
+  /* AllToAllV on the direct kernel likewise (pl_direct_a2av_spread: every rank's input and output
+   * peer-mapped, every rank's rdispls packed), its output's extent from its recv counts */
+  if (direct && call->coll == PL_COLL_ALL_TO_ALL_V && x->zc_send && comm->tune.direct_push) {
+    uint64_t out_bytes = 0;
+    for (int s = 0; s < call->world; s++)
+      if (args.v[2][s] && (args.v[3][s] + args.v[2][s]) * call->esize > out_bytes)
+        out_bytes = (args.v[3][s] + args.v[2][s]) * call->esize;
+    if (out_bytes && pl_sym_find(comm, recv, out_bytes, &x->sym_recv[0], &x->sym_recv[1]))
+      x->zc_recv = 1;
+  }
   PL_TRACE("%s: count %llu: %s kernel, %d CTAs of %d threads", pl_coll_name(call->coll),
            (unsigned long long)call->count, direct ? "direct" : lean ? "lean packet" : "SNAC",
            grid, threads);

@@ -83,11 +83,16 @@ typedef struct {
   char *cin_dst[PL_MAX_WORLD];
   uint64_t cin_bytes[PL_MAX_WORLD];
   const char *psend[PL_MAX_WORLD]; /* rank s's input mapped here (zero copy), else NULL: staged */
-  const char *precv[PL_MAX_WORLD]; /* AllReduce, ReduceScatterV: rank s's output mapped here, else
-                                     NULL */
+  const char *precv[PL_MAX_WORLD]; /* AllReduce, ReduceScatterV, AllToAllV: rank s's output mapped
+                                     here, else NULL */
   uint64_t pdispl[PL_MAX_WORLD];   /* RSV, A2AV: my shard's (block's) offset in rank s's input
                                      (its sdispls[r], from its header) */
   unsigned kinds;                 /* pl_direct_peers */
+  const uint64_t *grow[PL_MAX_WORLD]; /* the spread's grid (direct_plan.h): its rows, */
+  uint64_t gtot[PL_MAX_WORLD];        /* their sums */
+  const char *sp_src;             /* AllToAllV's spread: the piece this CTA copies next */
+  char *sp_dst;
+  uint64_t sp_bytes;
   uint64_t piece, slot, rounds;   /* the call's rounds: the host's plan (pl_direct_plan) when some
                                      rank stages (AllToAllV: its rounds from the headers), else
                                      one round of whole blocks */
@@ -392,11 +397,15 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
                            int r, int s) {
   const pl_call_t *c = &sh->x.c;
   const uint64_t f = h[0] >> 48;
-  const int ar = c->coll == PL_COLL_ALL_REDUCE;
-  const int pr = ar || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs the peers may write */
+  const int ar = c->coll == PL_COLL_ALL_REDUCE, a2av = c->coll == PL_COLL_ALL_TO_ALL_V;
+  const int pr = ar || a2av || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs peers may write */
   const int zs = (f & PL_HDR_ZC_SEND) != 0, mapped = (f & PL_HDR_ZC_RECV) != 0;
-  /* (ReduceScatterV: an empty shard needs no output, so a rank with none counts as mapped) */
-  const int zr = pr && (mapped || (!ar && c->rcounts[s] == 0));
+  /* (ReduceScatterV, AllToAllV: a rank that receives nothing needs no output, so it counts as
+   * mapped; AllToAllV: what s receives, from its header's recvcounts) */
+  uint64_t got = 0;
+  if (a2av)
+    for (int i = 0; i < w; i++) got += h[PL_HDR_FIXED + 2 * w + i];
+  const int zr = pr && (mapped || (!ar && (a2av ? got : c->rcounts[s]) == 0));
   sh->psend[s] = NULL;
   sh->precv[s] = NULL;
   sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V || c->coll == PL_COLL_ALL_TO_ALL_V
@@ -407,10 +416,11 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   }
   /* bit 0: some rank stages (its input, or AllReduce's reduced shard); bit 1: some rank's buffers
    * are read or written in place (its call may return only when every peer is done with them);
-   * bit 2: some rank's AllReduce or ReduceScatterV output is not peer-mapped (else every rank
-   * pushes: pl_direct_push) */
-  atomicOr(&sh->kinds,
-           (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u) | (pr && !zr ? 4u : 0u));
+   * bit 2: some rank's AllReduce, ReduceScatterV or AllToAllV output is not peer-mapped (else
+   * every rank pushes: pl_direct_push); bit 3: AllToAllV, some rank's rdispls are not its
+   * recvcounts' prefix sums (its header's PL_HDR_RPACKED) */
+  atomicOr(&sh->kinds, (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u) |
+                           (pr && !zr ? 4u : 0u) | (a2av && !(f & PL_HDR_RPACKED) ? 8u : 0u));
   return 0;
 }
 
@@ -425,8 +435,9 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
  * NCCL's symmetric-memory kernels and TensorRT-LLM's two-shot all-reduce (the reduced shard
  * stored to every peer); the code is purlin's. */
 PL_DEV int pl_direct_push(int coll, unsigned kinds) {
-  return coll == PL_COLL_ALL_REDUCE ? !(kinds & 4u)
-         : coll == PL_COLL_REDUCE_SCATTER_V && !(kinds & 5u); /* pl_direct_spread */
+  return coll == PL_COLL_ALL_REDUCE               ? !(kinds & 4u)
+         : coll == PL_COLL_REDUCE_SCATTER_V ? !(kinds & 5u)  /* pl_direct_spread */
+         : coll == PL_COLL_ALL_TO_ALL_V && !(kinds & 13u); /* pl_direct_a2av_spread */
 }
 
 /* ReduceScatterV spread over the ranks, when every rank's input and output is peer-mapped
@@ -447,8 +458,16 @@ static __device__ __noinline__ void pl_direct_spread(const pl_cuda_args_t *a, pl
   const pl_call_t *c = &sh->x.c;
   const uint64_t es = c->esize, hw = pl_hdr_words(w), v = es >= 16 ? 1 : 16 / es;
   const int op = OP >= 0 ? OP : c->op;
-  const uint64_t a0 = pl_direct_spread_cut(c->rcounts, w, r, v);
-  const uint64_t a1 = pl_direct_spread_cut(c->rcounts, w, r + 1, v);
+  if (threadIdx.x == 0) { /* one row: the shards */
+    uint64_t T = 0;
+    for (int j = 0; j < w; j++) T += c->rcounts[j];
+    sh->grow[0] = c->rcounts;
+    sh->gtot[0] = T;
+  }
+  __syncthreads();
+  const pl_grid_t g = {sh->grow, sh->gtot, 0, 1, w};
+  const uint64_t a0 = pl_direct_spread_cut(&g, (uint64_t)r, (uint64_t)w, v);
+  const uint64_t a1 = pl_direct_spread_cut(&g, (uint64_t)r + 1, (uint64_t)w, v);
   uint64_t st = 0, g0, g1;
   for (int j = 0; j < w; st += c->rcounts[j++]) {
     if (!pl_direct_spread_piece(a0, a1, st, c->rcounts[j], &g0, &g1)) continue;
@@ -469,6 +488,62 @@ static __device__ __noinline__ void pl_direct_spread(const pl_cuda_args_t *a, pl
     uint64_t lo, hi;
     pl_direct_split((g1 - g0) * es, blockIdx.x, gridDim.x, &lo, &hi);
     pl_direct_reduce<DT, OP, S>(sh, w, op, lo, hi);
+  }
+}
+
+/* AllToAllV spread over the ranks, when every rank's input and output is peer-mapped and every
+ * rank's rdispls are its recvcounts' prefix sums (pl_direct_push; one round): with skewed counts
+ * the rank that receives most copied the most (Zipf 0.125 at world 8: ~1.2x the mean), and on one
+ * GPU every rank's traffic shares one memory. Instead the blocks (s, d), what rank s sends rank d,
+ * are cut in row-major order into world x CTAs equal parts (pl_direct_spread_cut; every rank
+ * knows every count from the headers): CTA c of rank r copies part r G + c, from rank s's input
+ * at its sdispls[d] (its header) into rank d's output at rdispls[s] = what ranks 0..s-1 send d.
+ * Thread 0 walks the pieces (pl_direct_spread_next), the CTA copies each. Never in place (the
+ * direct kernel runs AllToAllV out of place only); the "done" exchange tells every rank that its
+ * peers' writes into its output have landed. The idea is ReduceScatterV's spread (above); the
+ * code is purlin's. */
+template <int UNR, int CS>
+PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
+                                                          const uint64_t *hdr, const uint64_t *my,
+                                                          int w, int r) {
+  const uint64_t es = sh->x.c.esize, hw = pl_hdr_words(w), v = es >= 16 ? 1 : 16 / es;
+  const int tid = threadIdx.x;
+  if (tid < w) { /* row s: rank s's sendcounts, in its header */
+    const uint64_t *h = tid == r ? my : hdr + (uint64_t)tid * hw;
+    uint64_t t = 0;
+    for (int d = 0; d < w; d++) t += h[PL_HDR_FIXED + d];
+    sh->grow[tid] = h;
+    sh->gtot[tid] = t;
+  }
+  __syncthreads();
+  const pl_grid_t g = {sh->grow, sh->gtot, PL_HDR_FIXED, w, w};
+  const uint64_t Q = (uint64_t)w * gridDim.x, q = (uint64_t)r * gridDim.x + blockIdx.x;
+  uint64_t x0 = 0, x1 = 0, st = 0;
+  int i = 0, j = 0;
+  if (tid == 0) {
+    x0 = pl_direct_spread_cut(&g, q, Q, v);
+    x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
+  }
+  for (;;) {
+    if (tid == 0) {
+      int s, d;
+      uint64_t b0, g0, g1;
+      sh->sp_bytes = 0;
+      if (pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1)) {
+        uint64_t rd = 0; /* block (s, d) in d's output: what ranks before s send d */
+        for (int p = 0; p < s; p++) rd += sh->grow[p][PL_HDR_FIXED + d];
+        const uint64_t off = (g0 - b0) * es;
+        sh->sp_src = (s == r ? a->x.send : sh->psend[s]) + sh->grow[s][PL_HDR_FIXED + w + d] * es +
+                     off;
+        sh->sp_dst = (d == r ? a->x.recv : (char *)sh->precv[d]) + rd * es + off;
+        sh->sp_bytes = (g1 - g0) * es;
+      }
+    }
+    __syncthreads();
+    const uint64_t b = sh->sp_bytes;
+    if (!b) break;
+    pl_direct_copy<UNR, CS, 1>(sh->sp_dst, sh->sp_src, b);
+    __syncthreads(); /* every thread is done with the piece before thread 0 takes the next */
   }
 }
 
@@ -740,7 +815,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     }
     stop = __syncthreads_or(sh.stop);
     const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
-    const int push = DT >= 0 && args.dpush && pl_direct_push(coll, kinds); /* same on every rank */
+    const int push = (DT >= 0 || coll == PL_COLL_ALL_TO_ALL_V) && args.dpush &&
+                     pl_direct_push(coll, kinds); /* the same on every rank */
     /* no rank stages: one round of whole blocks (the host planned rounds that fit a staging half,
      * not knowing the peers' buffers; in rounds, a CTA's part is a fixed range of a slot, so a block
      * smaller than the slot fell to a few CTAs: AllGatherV and ReduceScatterV with Zipf blocks ran
@@ -763,9 +839,13 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
       if (stager && !stop) pl_direct_stage_late(&args, &sh, w, r);
     }
     const uint64_t R = sh.rounds;
-    const int spread = push && coll == PL_COLL_REDUCE_SCATTER_V; /* one round: no rank stages */
-    if constexpr (DT >= 0)
+    /* one round: no rank stages */
+    const int spread = push && (coll == PL_COLL_REDUCE_SCATTER_V || coll == PL_COLL_ALL_TO_ALL_V);
+    if constexpr (DT >= 0) {
       if (spread && !stop) pl_direct_spread<DT, OP, UNR>(&args, &sh, hdr, my, w, r);
+    } else {
+      if (spread && !stop) pl_direct_a2av_spread<UNR, CS>(&args, &sh, hdr, my, w, r);
+    }
     for (uint64_t k = 0; k < R && !stop && !spread; k++) {
       if (k > 0) {
         /* round k reuses the staging: every peer has read round k - 1's */

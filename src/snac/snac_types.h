@@ -52,6 +52,10 @@ typedef struct {
 /* CUDA: this rank runs the call in the direct kernel (direct.cu), which reads every peer's
  * purlin_mem_alloc buffers or its staging: every rank must (pl_snac_hdr_check) */
 #define PL_HDR_DIRECT 8u
+/* AllToAllV: this rank's rdispls are its recvcounts' exclusive prefix sums, wherever a count is not
+ * 0 (the direct kernel's spread writes peers' blocks into its output from the counts alone:
+ * direct.cu) */
+#define PL_HDR_RPACKED 16u
 
 /* A mismatch found in the headers: parameter, index (-1 for scalars), two ranks and their values. */
 typedef struct {
@@ -146,6 +150,12 @@ PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   int w = c->world;
   uint64_t flags = (x->in_place ? PL_HDR_INPLACE : 0) | (x->zc_send ? PL_HDR_ZC_SEND : 0) |
                    (x->zc_recv ? PL_HDR_ZC_RECV : 0);
+  if (c->coll == PL_COLL_ALL_TO_ALL_V && c->rdispls && c->rcounts) {
+    uint64_t p = 0;
+    int packed = 1;
+    for (int i = 0; i < w; p += c->rcounts[i++]) packed &= !c->rcounts[i] || c->rdispls[i] == p;
+    if (packed) flags |= PL_HDR_RPACKED;
+  }
   h[0] = pl_hdr_word0(c, flags);
   h[1] = c->count;
   h[2] = x->sym_send[0];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "direct_plan.h"
+#include "plan.h" /* pl_hdr_words: the AllToAllV spread's rows are headers */
 #include "../expect.h" /* EXPECT: every byte access of the model, every plan property */
 
 static uint64_t rng = 88172645463325252ull;
@@ -261,30 +262,49 @@ static int old_split_races(void) {
   return 0;
 }
 
-/* ReduceScatterV spread (pl_direct_spread_cut): the slices partition the concatenated shards in
- * order, each within v elements of T / w, and every cut inside a shard sits a multiple of v
- * elements from the shard's start. */
-static void spread(int w, uint64_t v, int zeros) {
-  uint64_t counts[PL_MAX_WORLD], T = 0, prev = 0;
-  for (int j = 0; j < w; j++) {
-    counts[j] = zeros && rnd(3) == 0 ? 0 : rnd(4) == 0 ? rnd(8) : rnd(1u << (4 + rnd(16)));
-    T += counts[j];
-  }
-  EXPECT(pl_direct_spread_cut(counts, w, 0, v) == 0, "spread: slice 0 starts at 0");
-  EXPECT(pl_direct_spread_cut(counts, w, w, v) == T, "spread: the last slice ends at T");
-  for (int q = 1; q <= w; q++) {
-    uint64_t c = pl_direct_spread_cut(counts, w, q, v), x = T / w * q + T % w * q / w, st = 0;
-    EXPECT(c >= prev, "spread: cut %d (%llu) before cut %d", q, (unsigned long long)c, q - 1);
-    EXPECT(c <= x && x - c < v, "spread: cut %d at %llu, %llu from q T / w", q,
-           (unsigned long long)c, (unsigned long long)(x - c));
-    int inside = q == w;
-    for (int j = 0; j < w && !inside; st += counts[j++])
-      if (c >= st && c < st + counts[j]) inside = (c - st) % v == 0;
-      else if (c == st) inside = 1;
-    EXPECT(inside, "spread: cut %d (%llu) not at a multiple of %llu in its shard", q,
-           (unsigned long long)c, (unsigned long long)v);
+/* ReduceScatterV's spread cuts one row of blocks (the shards): its grid (direct_plan.h). */
+static pl_grid_t one_row(const uint64_t **row, uint64_t *tot, const uint64_t *counts, int w) {
+  *row = counts;
+  *tot = 0;
+  for (int j = 0; j < w; j++) *tot += counts[j];
+  pl_grid_t g = {row, tot, 0, 1, w};
+  return g;
+}
+
+/* The spread's cuts (pl_direct_spread_cut): the Q parts partition the concatenation in order,
+ * each cut within v elements of q T / Q, and every cut inside a block sits a multiple of v
+ * elements from the block's start. */
+static void check_cuts(const pl_grid_t *g, uint64_t Q, uint64_t v, const char *what) {
+  const uint64_t T = pl_grid_total(g);
+  uint64_t prev = 0;
+  EXPECT(pl_direct_spread_cut(g, 0, Q, v) == 0, "%s: part 0 starts at 0", what);
+  EXPECT(pl_direct_spread_cut(g, Q, Q, v) == T, "%s: the last part ends at T", what);
+  for (uint64_t q = 1; q <= Q; q++) {
+    uint64_t c = pl_direct_spread_cut(g, q, Q, v), x = T / Q * q + T % Q * q / Q, st = 0;
+    EXPECT(c >= prev, "%s: cut %llu (%llu) before cut %llu", what, (unsigned long long)q,
+           (unsigned long long)c, (unsigned long long)(q - 1));
+    EXPECT(c <= x && x - c < v, "%s: cut %llu at %llu, %llu from q T / Q", what,
+           (unsigned long long)q, (unsigned long long)c, (unsigned long long)(x - c));
+    int inside = q == Q;
+    for (int i = 0; i < g->nrows && !inside; i++)
+      for (int j = 0; j < g->cols && !inside; st += g->rows[i][g->off + (uint64_t)j++]) {
+        const uint64_t n = g->rows[i][g->off + (uint64_t)j];
+        if (c >= st && c < st + n) inside = (c - st) % v == 0;
+        else if (c == st) inside = 1;
+      }
+    EXPECT(inside, "%s: cut %llu (%llu) not at a multiple of %llu in its block", what,
+           (unsigned long long)q, (unsigned long long)c, (unsigned long long)v);
     prev = c;
   }
+}
+
+static void spread(int w, uint64_t v, int zeros) {
+  uint64_t counts[PL_MAX_WORLD], tot;
+  const uint64_t *row;
+  for (int j = 0; j < w; j++)
+    counts[j] = zeros && rnd(3) == 0 ? 0 : rnd(4) == 0 ? rnd(8) : rnd(1u << (4 + rnd(16)));
+  pl_grid_t g = one_row(&row, &tot, counts, w);
+  check_cuts(&g, (uint64_t)w, v, "spread");
 }
 
 /* The spread's loops as direct.cu runs them (pl_direct_spread: rank r's slice, each shard's piece
@@ -292,16 +312,18 @@ static void spread(int w, uint64_t v, int zeros) {
  * reduced by exactly one (rank, CTA), every piece starts 16 bytes into its shard times k, every
  * CTA part is whole elements. */
 static void spread_cover(int w, uint64_t es, uint64_t g) {
-  uint64_t counts[PL_MAX_WORLD], T = 0, v = 16 / es;
+  uint64_t counts[PL_MAX_WORLD], T = 0, v = 16 / es, tot;
+  const uint64_t *row;
   for (int j = 0; j < w; j++) {
     counts[j] = rnd(4) == 0 ? 0 : rnd(2) ? rnd(40) : rnd(6000);
     T += counts[j];
   }
+  const pl_grid_t gr = one_row(&row, &tot, counts, w);
   unsigned char *hit = calloc(T + 1, 1);
   if (!hit) return;
   for (int r = 0; r < w; r++) {
-    const uint64_t a0 = pl_direct_spread_cut(counts, w, r, v);
-    const uint64_t a1 = pl_direct_spread_cut(counts, w, r + 1, v);
+    const uint64_t a0 = pl_direct_spread_cut(&gr, (uint64_t)r, (uint64_t)w, v);
+    const uint64_t a1 = pl_direct_spread_cut(&gr, (uint64_t)r + 1, (uint64_t)w, v);
     uint64_t st = 0, g0, g1;
     for (int j = 0; j < w; st += counts[j++]) {
       if (!pl_direct_spread_piece(a0, a1, st, counts[j], &g0, &g1)) continue;
@@ -321,6 +343,94 @@ static void spread_cover(int w, uint64_t es, uint64_t g) {
   free(hit);
 }
 
+/* AllToAllV's spread as direct.cu runs it (pl_direct_a2av_spread): rows are headers (rank s's
+ * sendcounts at words PL_HDR_FIXED..), CTA c of rank r walks part r G + c of the blocks (s, d)
+ * with pl_direct_spread_next and copies each piece from s's input at its sdispls[d] into d's
+ * output at what ranks before s send d. Every element of every block is copied by exactly one
+ * (rank, CTA), every element of every rank's output (packed: its recvcounts' prefix sums) is
+ * written exactly once, from the block element that belongs there; every piece starts a multiple
+ * of 16 bytes into its block. */
+static void a2av_spread_cover(int w, uint64_t es, uint64_t G) {
+  const uint64_t hw = pl_hdr_words(w), v = 16 / es;
+  uint64_t *h = calloc((size_t)(w * hw), sizeof *h), tot[PL_MAX_WORLD], out[PL_MAX_WORLD];
+  const uint64_t *rows[PL_MAX_WORLD];
+  if (!h) return;
+  for (int s = 0; s < w; s++) { /* sendcounts, then sdispls: the blocks in a random order */
+    uint64_t *hs = h + (uint64_t)s * hw, at = 0;
+    int perm[PL_MAX_WORLD];
+    for (int d = 0; d < w; d++) perm[d] = d;
+    for (int d = w - 1; d > 0; d--) {
+      int k = (int)rnd((uint64_t)d + 1), t = perm[d];
+      perm[d] = perm[k];
+      perm[k] = t;
+    }
+    for (int d = 0; d < w; d++)
+      hs[PL_HDR_FIXED + d] = rnd(4) == 0 ? 0 : rnd(2) ? rnd(40) : rnd(3000);
+    for (int k = 0; k < w; k++) {
+      hs[PL_HDR_FIXED + w + perm[k]] = at;
+      at += hs[PL_HDR_FIXED + perm[k]] + rnd(3);
+    }
+    rows[s] = hs;
+    tot[s] = 0;
+    for (int d = 0; d < w; d++) tot[s] += hs[PL_HDR_FIXED + d];
+  }
+  for (int d = 0; d < w; d++) {
+    out[d] = 0;
+    for (int s = 0; s < w; s++) out[d] += rows[s][PL_HDR_FIXED + d];
+  }
+  const pl_grid_t g = {rows, tot, PL_HDR_FIXED, w, w};
+  check_cuts(&g, (uint64_t)w * G, v, "a2av spread");
+  /* each block element's mark, and each output element's source: (s, its element in s's input) */
+  uint64_t T = pl_grid_total(&g), obase[PL_MAX_WORLD + 1] = {0};
+  for (int d = 0; d < w; d++) obase[d + 1] = obase[d] + out[d];
+  unsigned char *hit = calloc(T + 1, 1), *ohit = calloc(obase[w] + 1, 1);
+  uint64_t *osrc = calloc(obase[w] + 1, sizeof *osrc);
+  if (!hit || !ohit || !osrc) goto done;
+  for (int r = 0; r < w; r++)
+    for (uint64_t c = 0; c < G; c++) {
+      const uint64_t q = (uint64_t)r * G + c, Q = (uint64_t)w * G;
+      const uint64_t x0 = pl_direct_spread_cut(&g, q, Q, v), x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
+      uint64_t st = 0, b0, g0, g1;
+      int i = 0, j = 0, s, d;
+      while (pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1)) {
+        EXPECT(g0 >= x0 && g1 <= x1 && g1 > g0, "a2av spread: piece outside its part");
+        EXPECT((g0 - b0) * es % 16 == 0, "a2av spread: piece of block (%d, %d) at byte %llu", s,
+               d, (unsigned long long)((g0 - b0) * es));
+        uint64_t rd = 0;
+        for (int p = 0; p < s; p++) rd += rows[p][PL_HDR_FIXED + d];
+        const uint64_t sd = rows[s][PL_HDR_FIXED + w + d];
+        for (uint64_t e = g0; e < g1; e++) {
+          hit[e]++;
+          const uint64_t o = obase[d] + rd + (e - b0);
+          EXPECT(rd + (e - b0) < out[d], "a2av spread: write past rank %d's output", d);
+          if (rd + (e - b0) >= out[d]) continue;
+          ohit[o]++;
+          osrc[o] = (uint64_t)s << 40 | (sd + (e - b0));
+        }
+      }
+    }
+  for (uint64_t e = 0; e < T; e++)
+    EXPECT(hit[e] == 1, "a2av spread: element %llu of %llu copied %d times (world %d, %llu CTAs)",
+           (unsigned long long)e, (unsigned long long)T, hit[e], w, (unsigned long long)G);
+  /* the reference: rank d's output, packed, holds rank s's block for d at s's sdispls[d] */
+  for (int d = 0; d < w; d++) {
+    uint64_t at = 0;
+    for (int s = 0; s < w; s++)
+      for (uint64_t e = 0; e < rows[s][PL_HDR_FIXED + d]; e++, at++) {
+        const uint64_t o = obase[d] + at, want = (uint64_t)s << 40 | (rows[s][PL_HDR_FIXED + w + d] + e);
+        EXPECT(ohit[o] == 1 && osrc[o] == want,
+               "a2av spread: rank %d's output element %llu written %d times, from %llx (want %llx)",
+               d, (unsigned long long)at, ohit[o], (unsigned long long)osrc[o],
+               (unsigned long long)want);
+      }
+  }
+done:
+  free(hit);
+  free(ohit);
+  free(osrc);
+  free(h);
+}
+
 int main(void) {
   const int worlds[] = {2, 3, 4, 5, 8};
   const int grids[] = {1, 3, 7, 64};
@@ -338,6 +448,8 @@ int main(void) {
     spread(1 + (int)rnd(PL_MAX_WORLD), (uint64_t)1 << rnd(5), t & 1);
   for (int t = 0; t < 3000; t++)
     spread_cover(1 + (int)rnd(t < 2000 ? 8 : PL_MAX_WORLD), (uint64_t)1 << rnd(4), 1 + rnd(70));
+  for (int t = 0; t < 400; t++)
+    a2av_spread_cover(1 + (int)rnd(t < 300 ? 8 : 24), (uint64_t)1 << rnd(4), 1 + rnd(t < 300 ? 70 : 8));
   printf("test_direct: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks, pl_failures);
   return pl_failures != 0;
 }
