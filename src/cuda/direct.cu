@@ -841,29 +841,32 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     const uint64_t R = sh.rounds;
     /* one round: no rank stages */
     const int spread = push && (coll == PL_COLL_REDUCE_SCATTER_V || coll == PL_COLL_ALL_TO_ALL_V);
-    if constexpr (DT >= 0) {
-      if (spread && !stop) pl_direct_spread<DT, OP, UNR>(&args, &sh, hdr, my, w, r);
-    } else {
-      if (spread && !stop) pl_direct_a2av_spread<UNR, CS>(&args, &sh, hdr, my, w, r);
-    }
-    for (uint64_t k = 0; k < R && !stop && !spread; k++) {
-      if (k > 0) {
-        /* round k reuses the staging: every peer has read round k - 1's */
-        if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k - 1, 3), &wd,
-                                      "its reads of my staging");
-        stop = __syncthreads_or(sh.stop); /* a failed wait: no peer's reads are known done */
-        if (stop) break;
-        if (stager) pl_direct_stage(&args, &sh, w, r, k);
+    if (spread) {
+      if constexpr (DT >= 0) {
+        if (!stop) pl_direct_spread<DT, OP, UNR>(&args, &sh, hdr, my, w, r);
+      } else {
+        if (!stop) pl_direct_a2av_spread<UNR, CS>(&args, &sh, hdr, my, w, r);
       }
-      /* a rank that stages: its part c of round k is there (zero copy everywhere: the header) */
-      if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k, 1), &wd,
-                                    "its staged input");
-      if (tid < w) pl_direct_round<(DT >= 0)>(&args, &sh, w, r, tid, k, push);
-      stop = __syncthreads_or(sh.stop);
-      if (stop) break;
-      /* consume */
-      pl_direct_consume<DT, OP, UNR, CS>(&args, &sh, w, r, k, &wd, push);
-      stop = __syncthreads_or(sh.stop);
+    } else {
+      for (uint64_t k = 0; k < R && !stop; k++) {
+        if (k > 0) {
+          /* round k reuses the staging: every peer has read round k - 1's */
+          if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k - 1, 3), &wd,
+                                        "its reads of my staging");
+          stop = __syncthreads_or(sh.stop); /* a failed wait: no peer's reads are known done */
+          if (stop) break;
+          if (stager) pl_direct_stage(&args, &sh, w, r, k);
+        }
+        /* a rank that stages: its part c of round k is there (zero copy everywhere: the header) */
+        if (kinds & 1) pl_direct_sync(&args, &sh, w, r, pl_direct_val(epoch, k, 1), &wd,
+                                      "its staged input");
+        if (tid < w) pl_direct_round<(DT >= 0)>(&args, &sh, w, r, tid, k, push);
+        stop = __syncthreads_or(sh.stop);
+        if (stop) break;
+        /* consume */
+        pl_direct_consume<DT, OP, UNR, CS>(&args, &sh, w, r, k, &wd, push);
+        stop = __syncthreads_or(sh.stop);
+      }
     }
     /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank;
      * staging alone needs none: the call after next reuses it, when every peer has finished this
