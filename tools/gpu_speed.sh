@@ -14,6 +14,8 @@
 #        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
 #   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB only (the means mix a run's
 #        sizes), world 8, with the default lean CTAs and with one (where a small call's time goes);
+#   a2sp: the direct AllToAllV's spread over the ranks (the default with PURLIN_DIRECT_A2AV=1)
+#        against PURLIN_DIRECT_PUSH=0, zero copy, world 8 (AllToAll beside it);
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
@@ -64,6 +66,8 @@ for p in $PARTS; do
   prof) q prof CONFIGS="PROFILE=1 PROFILE=1,LEAN_CTAS=1" TOOLS="testAR testA2A" B=8K E=8K F=2 ;;
   rb) q rb CONFIGS="DIRECT_RED_BATCH=4 -" TW=8 TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
         ARGS="--mem purlin" ;;
+  a2sp) q a2sp CONFIGS="DIRECT_A2AV=1 DIRECT_A2AV=1,DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
+         E=1G F=4 ARGS="--mem purlin" ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
   a2avl) q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
   a2avs) q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ;;
