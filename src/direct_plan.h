@@ -131,6 +131,17 @@ PL_HD int pl_direct_spread_piece(uint64_t a0, uint64_t a1, uint64_t st, uint64_t
   return *g1 > *g0;
 }
 
+/* AllToAllV's spread over a grid of header rows (rows[s][off + d]: what rank s sends rank d; its
+ * sdispls follow, at off + cols + d): block (s, d)'s first element in rank s's input (*src: s's
+ * sdispls[d]) and in rank d's output (*dst: what ranks before s send d, which is d's rdispls[s]
+ * when they are packed and the pairwise counts agree). */
+PL_HD void pl_direct_a2av_at(const pl_grid_t *g, int s, int d, uint64_t *src, uint64_t *dst) {
+  uint64_t rd = 0;
+  for (int p = 0; p < s; p++) rd += g->rows[p][g->off + (uint64_t)d];
+  *src = g->rows[s][g->off + (uint64_t)g->cols + (uint64_t)d];
+  *dst = rd;
+}
+
 /* The walk over the pieces of the part [x0, x1) of a grid's concatenation: from the cursor (*i,
  * *j: the next block; *st: its first element; all 0 at the start), the next block that the part
  * holds some of, its (*bi, *bj), its piece [*g0, *g1) of the concatenation and *b0, the block's

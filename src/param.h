@@ -33,7 +33,7 @@
   X(DIRECT_UNROLL, INT, "0", "CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or 8); 0: table") \
   X(DIRECT_RED_BATCH, INT, "0", "CUDA direct kernel, 2-byte reductions: sources whose loads are in flight together (4: no spills, or 8); 0: table") \
   X(DIRECT_STREAM, INT, "-1", "CUDA direct kernel, gathers: evict-first (streaming) loads and stores (1) or not (0); -1: table") \
-  X(DIRECT_PUSH, INT, "-1", "CUDA direct kernel, AllReduce and ReduceScatterV on peer-mapped buffers: each rank stores its reduced part into the peers' outputs (1: AllReduce's shard into every output; ReduceScatterV: a 1/world slice of the shards, whoever owns them) or reduces only its own (0); -1: table") \
+  X(DIRECT_PUSH, INT, "-1", "CUDA direct kernel, AllReduce, ReduceScatterV and AllToAllV on peer-mapped buffers: each rank stores into the peers' outputs (1: AllReduce's shard into every output; ReduceScatterV: a 1/world slice of the shards, whoever owns them; AllToAllV with packed rdispls: a 1/world part of all blocks) or only into its own (0; any rank's 0 turns it off for the call); -1: table") \
   X(DIRECT_A2AV, INT, "-1", "CUDA: every out-of-place AllToAllV with host counts runs the direct kernel, small ones too (1; every rank must agree) or the lean and SNAC kernels (0); -1: table") \
   X(PDL, INT, "1", "CUDA lean kernel: programmatic dependent launch on sm_90+ with one rank per GPU (2: also when ranks share a GPU; 0: off)") \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \

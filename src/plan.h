@@ -66,7 +66,9 @@ typedef struct {
                            stores its reduced shard into every output (else every rank reads
                            every peer's reduced shard after a flag exchange); ReduceScatterV,
                            every input and output peer-mapped: each rank reduces a 1/world
-                           slice of the shards into their owners' outputs */
+                           slice of the shards into their owners' outputs; AllToAllV likewise,
+                           with packed rdispls: each rank copies a 1/world part of all blocks
+                           (per rank: any rank's 0 turns it off, by its header) */
   uint64_t direct_a2av; /* CUDA: every out-of-place AllToAllV with host counts runs the direct
                            kernel (every rank must agree: a rank knows only its own row of the
                            counts, so no size rule is the same on every rank) */

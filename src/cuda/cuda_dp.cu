@@ -1051,8 +1051,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     x->zc_recv = 1;
   /* AllToAllV on the direct kernel likewise (pl_direct_a2av_spread: every rank's input and output
    * peer-mapped, every rank's rdispls packed), its output's extent from its recv counts */
-  if (direct && call->coll == PL_COLL_ALL_TO_ALL_V && x->zc_send && comm->tune.direct_push) {
-    uint64_t out_bytes = 0;
+  if (direct && call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct_push) {
+    uint64_t out_bytes = 0; /* (a rank that sends nothing counts as zero copy: pl_direct_peers) */
     for (int s = 0; s < call->world; s++)
       if (args.v[2][s] && (args.v[3][s] + args.v[2][s]) * call->esize > out_bytes)
         out_bytes = (args.v[3][s] + args.v[2][s]) * call->esize;

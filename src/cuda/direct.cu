@@ -399,28 +399,34 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   const uint64_t f = h[0] >> 48;
   const int ar = c->coll == PL_COLL_ALL_REDUCE, a2av = c->coll == PL_COLL_ALL_TO_ALL_V;
   const int pr = ar || a2av || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs peers may write */
-  const int zs = (f & PL_HDR_ZC_SEND) != 0, mapped = (f & PL_HDR_ZC_RECV) != 0;
+  const int zsf = (f & PL_HDR_ZC_SEND) != 0, mapped = (f & PL_HDR_ZC_RECV) != 0;
   /* (ReduceScatterV, AllToAllV: a rank that receives nothing needs no output, so it counts as
-   * mapped; AllToAllV: what s receives, from its header's recvcounts) */
-  uint64_t got = 0;
-  if (a2av)
-    for (int i = 0; i < w; i++) got += h[PL_HDR_FIXED + 2 * w + i];
-  const int zr = pr && (mapped || (!ar && (a2av ? got : c->rcounts[s]) == 0));
+   * mapped; AllToAllV: one that sends nothing needs no input, so it counts as zero copy: what s
+   * receives and sends, from its header's counts) */
+  uint64_t got = 0, sent = 0;
+  for (int i = 0; a2av && !(zsf && mapped) && i < w; i++) { /* (only where a flag is missing) */
+    got |= h[PL_HDR_FIXED + 2 * w + i];
+    sent |= h[PL_HDR_FIXED + i];
+  }
+  const int zs = zsf || (a2av && !sent);
+  const int zr = pr && (mapped || (!ar && !(a2av ? got : c->rcounts[s])));
   sh->psend[s] = NULL;
   sh->precv[s] = NULL;
   sh->pdispl[s] = c->coll == PL_COLL_REDUCE_SCATTER_V || c->coll == PL_COLL_ALL_TO_ALL_V
                      ? h[PL_HDR_FIXED + w + r] * c->esize : 0;
   if (s != r) {
-    if (zs && !(sh->psend[s] = pl_direct_peer(a, w, s, h[2], h[3]))) return 1;
+    if (zsf && !(sh->psend[s] = pl_direct_peer(a, w, s, h[2], h[3]))) return 1;
     if (zr && mapped && !(sh->precv[s] = pl_direct_peer(a, w, s, h[4], h[5]))) return 1;
   }
   /* bit 0: some rank stages (its input, or AllReduce's reduced shard); bit 1: some rank's buffers
    * are read or written in place (its call may return only when every peer is done with them);
    * bit 2: some rank's AllReduce, ReduceScatterV or AllToAllV output is not peer-mapped (else
-   * every rank pushes: pl_direct_push); bit 3: AllToAllV, some rank's rdispls are not its
-   * recvcounts' prefix sums (its header's PL_HDR_RPACKED) */
-  atomicOr(&sh->kinds, (!zs || (ar && !zr) ? 1u : 0u) | (zs || zr ? 2u : 0u) |
-                           (pr && !zr ? 4u : 0u) | (a2av && !(f & PL_HDR_RPACKED) ? 8u : 0u));
+   * every rank pushes: pl_direct_push), or some rank's tuning does not push (its header's
+   * PL_HDR_NOPUSH: the decision is the headers' alone, whatever each rank's environment); bit 3:
+   * AllToAllV, some rank's rdispls are not its recvcounts' prefix sums (PL_HDR_RPACKED) */
+  atomicOr(&sh->kinds, (!zs || (ar && !zr) ? 1u : 0u) | (zsf || (zr && mapped) ? 2u : 0u) |
+                           ((pr && !zr) || (f & PL_HDR_NOPUSH) ? 4u : 0u) |
+                           (a2av && !(f & PL_HDR_RPACKED) ? 8u : 0u));
   return 0;
 }
 
@@ -530,11 +536,10 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
       uint64_t b0, g0, g1;
       sh->sp_bytes = 0;
       if (pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1)) {
-        uint64_t rd = 0; /* block (s, d) in d's output: what ranks before s send d */
-        for (int p = 0; p < s; p++) rd += sh->grow[p][PL_HDR_FIXED + d];
+        uint64_t sd, rd; /* block (s, d) in s's input and in d's output */
+        pl_direct_a2av_at(&g, s, d, &sd, &rd);
         const uint64_t off = (g0 - b0) * es;
-        sh->sp_src = (s == r ? a->x.send : sh->psend[s]) + sh->grow[s][PL_HDR_FIXED + w + d] * es +
-                     off;
+        sh->sp_src = (s == r ? a->x.send : sh->psend[s]) + sd * es + off;
         sh->sp_dst = (d == r ? a->x.recv : (char *)sh->precv[d]) + rd * es + off;
         sh->sp_bytes = (g1 - g0) * es;
       }
@@ -740,7 +745,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     sh.x.c.rcounts = sh.v[2];
     sh.x.c.rdispls = sh.v[3];
     pl_snac_hdr_build(&sh.x, my);
-    my[0] |= (uint64_t)PL_HDR_DIRECT << 48;
+    my[0] |= (uint64_t)(PL_HDR_DIRECT | (args.dpush ? 0u : PL_HDR_NOPUSH)) << 48;
   }
   __syncthreads();
   const int stager = !X->zc_send; /* my input is read in my staging */
@@ -815,8 +820,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     }
     stop = __syncthreads_or(sh.stop);
     const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
-    const int push = (DT >= 0 || coll == PL_COLL_ALL_TO_ALL_V) && args.dpush &&
-                     pl_direct_push(coll, kinds); /* the same on every rank */
+    /* the same on every rank: from the headers alone (PL_HDR_NOPUSH) */
+    const int push = (DT >= 0 || coll == PL_COLL_ALL_TO_ALL_V) && pl_direct_push(coll, kinds);
     /* no rank stages: one round of whole blocks (the host planned rounds that fit a staging half,
      * not knowing the peers' buffers; in rounds, a CTA's part is a fixed range of a slot, so a block
      * smaller than the slot fell to a few CTAs: AllGatherV and ReduceScatterV with Zipf blocks ran

@@ -56,6 +56,9 @@ typedef struct {
  * 0 (the direct kernel's spread writes peers' blocks into its output from the counts alone:
  * direct.cu) */
 #define PL_HDR_RPACKED 16u
+/* CUDA direct kernel: this rank's tuning does not push (PURLIN_DIRECT_PUSH=0): no rank stores into
+ * peers' outputs in this call (direct.cu, pl_direct_peers), so the decision is the headers' alone */
+#define PL_HDR_NOPUSH 32u
 
 /* A mismatch found in the headers: parameter, index (-1 for scalars), two ranks and their values. */
 typedef struct {

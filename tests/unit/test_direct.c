@@ -396,9 +396,8 @@ static void a2av_spread_cover(int w, uint64_t es, uint64_t G) {
         EXPECT(g0 >= x0 && g1 <= x1 && g1 > g0, "a2av spread: piece outside its part");
         EXPECT((g0 - b0) * es % 16 == 0, "a2av spread: piece of block (%d, %d) at byte %llu", s,
                d, (unsigned long long)((g0 - b0) * es));
-        uint64_t rd = 0;
-        for (int p = 0; p < s; p++) rd += rows[p][PL_HDR_FIXED + d];
-        const uint64_t sd = rows[s][PL_HDR_FIXED + w + d];
+        uint64_t sd, rd; /* the kernel's offsets, against the reference below */
+        pl_direct_a2av_at(&g, s, d, &sd, &rd);
         for (uint64_t e = g0; e < g1; e++) {
           hit[e]++;
           const uint64_t o = obase[d] + rd + (e - b0);
