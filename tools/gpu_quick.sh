@@ -4,6 +4,7 @@
 # defaults): check correctness at each world in WORLDS (gpu_test --quick, graph replay), run the
 # fault tests in FAULTS (gpu_test --fault F, world 3), and time TOOLS at world BW (B..E, graph
 # mode, every size checked); the tests run for the first config only unless TEST_ALL=1. Prints a short table last; logs and JSON in one tarball under $OUT.
+# BUILD_TOOLS: more targets to build (for later calls with SKIP_BUILD=1).
 #   CONFIGS="- LEAN=0" WORLDS="8 3" FAULTS="mismatch kill-small" TOOLS="testAR testA2A" \
 #     E=1M bash tools/gpu_quick.sh
 set -uo pipefail
@@ -18,7 +19,7 @@ export PURLIN_PDL=${PURLIN_PDL:-2} # ranks share the GPU under MPS: PDL only on 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DPURLIN_TESTS=ON > "$R/configure.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$(nproc)" --target purlinrun gpu_test $TOOLS \
+    cmake --build "$BUILD" -j "$(nproc)" --target purlinrun gpu_test $TOOLS ${BUILD_TOOLS:-} \
       > "$R/build.log" 2>&1 || { grep -E "error" "$R/build.log" | head -20; exit 1; }
 fi
 { date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; git status --porcelain | wc -l; nvidia-smi -L; } \

@@ -12,6 +12,7 @@
 #        copy, world 8 (ReduceScatter beside it: its push knob does nothing);
 #   rb: the direct reductions with 4 sources' loads in flight (PURLIN_DIRECT_RED_BATCH=4: bf16
 #        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
+#   tests: new's build and gpu_test runs only (one 8 KiB AllReduce row), when device time is short;
 #   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB only (the means mix a run's
 #        sizes), world 8, with the default lean CTAs and with one (where a small call's time goes);
 #   a2sp: the direct AllToAllV's spread over the ranks (the default with PURLIN_DIRECT_A2AV=1)
@@ -57,6 +58,11 @@ for p in $PARTS; do
     env OUT="$D/new" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=1,STAGING_BYTES=4M" TEST_ALL=1 \
       WORLDS="8 3" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW=8 timeout -k 5 330 \
       bash tools/gpu_quick.sh > "$D/new.txt" 2>&1; rm -f "$D/new/summary.txt" ;;
+  tests) # new's build and tests only (no tools): the correctness of a change, when device time is short
+    env OUT="$D/tests" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=1,STAGING_BYTES=4M" TEST_ALL=1 \
+      WORLDS="8 3" TOOLS=testAR B=8K E=8K BUILD_TOOLS="$ALL" BW=8 timeout -k 5 330 \
+      bash tools/gpu_quick.sh > "$D/tests.txt" 2>&1
+    rm -f "$D/tests/summary.txt" ;;
   det) q det CONFIGS="- BENCH_MODE=det" TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
          ARGS="--mem purlin" ;;
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
