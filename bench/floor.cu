@@ -59,21 +59,30 @@ static int floor_ready;
     if (e_ != cudaSuccess) bench_die("floor: %s: %s", #call, cudaGetErrorString(e_));              \
   } while (0)
 
-static void floor_setup(void) {
-  if (floor_ready) return;
+/* A zeroed device allocation of `bytes`, mapped at every rank (CUDA IPC, handles exchanged over
+ * purlin's host bookkeeping collectives): peers[p] is rank p's, peers[B.rank] mine. */
+static char *floor_alloc_mapped(size_t bytes, char **peers) {
   if (B.world > FLOOR_MAX) bench_die("floor: world %d > %d", B.world, FLOOR_MAX);
-  memset(&F, 0, sizeof F);
-  uint64_t *mine;
-  FCU(cudaMalloc((void **)&mine, 4096));
-  FCU(cudaMemset(mine, 0, 4096));
+  char *mine;
+  FCU(cudaMalloc((void **)&mine, bytes));
+  FCU(cudaMemset(mine, 0, bytes));
   FCU(cudaDeviceSynchronize());
   cudaIpcMemHandle_t h, all[FLOOR_MAX];
   FCU(cudaIpcGetMemHandle(&h, mine));
   bench_allgather_host(&h, all, sizeof h);
   for (int p = 0; p < B.world; p++) {
-    if (p == B.rank) F.a.peers[p] = mine;
-    else FCU(cudaIpcOpenMemHandle((void **)&F.a.peers[p], all[p], cudaIpcMemLazyEnablePeerAccess));
+    if (p == B.rank) peers[p] = mine;
+    else FCU(cudaIpcOpenMemHandle((void **)&peers[p], all[p], cudaIpcMemLazyEnablePeerAccess));
   }
+  return mine;
+}
+
+static void floor_setup(void) {
+  if (floor_ready) return;
+  memset(&F, 0, sizeof F);
+  char *peers[FLOOR_MAX];
+  uint64_t *mine = (uint64_t *)floor_alloc_mapped(4096, peers);
+  for (int p = 0; p < B.world; p++) F.a.peers[p] = (uint64_t *)peers[p];
   F.a.mine = mine;
   F.a.count = mine + FLOOR_MAX; /* same allocation, past the flags */
   F.a.rank = B.rank;
@@ -247,12 +256,9 @@ static uint16_t ideal_val(int rank, uint32_t e) {
 
 static void ideal_setup(void) {
   if (ideal_ready) return;
-  if (B.world > FLOOR_MAX) bench_die("floor: world %d > %d", B.world, FLOOR_MAX);
   memset(&IA, 0, sizeof IA);
-  size_t wb = 2 * (size_t)B.world * (IDEAL_MAX_BYTES / 8) * 16;
-  char *win;
-  FCU(cudaMalloc((void **)&win, wb));
-  FCU(cudaMemset(win, 0, wb)); /* flag 0: no call's */
+  /* the windows, flag 0: no call's */
+  floor_alloc_mapped(2 * (size_t)B.world * (IDEAL_MAX_BYTES / 8) * 16, IA.win);
   uint16_t *h = (uint16_t *)malloc(IDEAL_MAX_BYTES);
   if (!h) bench_die("floor: out of memory");
   for (uint32_t e = 0; e < IDEAL_MAX_BYTES / 2; e++) h[e] = ideal_val(B.rank, e);
@@ -264,13 +270,6 @@ static void ideal_setup(void) {
   FCU(cudaMemset(IA.count, 0, 64));
   IA.exitc = (unsigned *)(IA.count + 1);
   FCU(cudaDeviceSynchronize());
-  cudaIpcMemHandle_t hd, all[FLOOR_MAX];
-  FCU(cudaIpcGetMemHandle(&hd, win));
-  bench_allgather_host(&hd, all, sizeof hd);
-  for (int p = 0; p < B.world; p++) {
-    if (p == B.rank) IA.win[p] = win;
-    else FCU(cudaIpcOpenMemHandle((void **)&IA.win[p], all[p], cudaIpcMemLazyEnablePeerAccess));
-  }
   IA.rank = B.rank;
   IA.world = B.world;
   ideal_ready = 1;

@@ -62,7 +62,7 @@ typedef struct {
 /* V cases added while it is set: the blocks between ranks 0 and 1 have this many elements, the
  * others at most count (0: every block random in [0, 2 count]) */
 static size_t g_skew;
-static int g_nozero; /* V counts: none zero (the ReduceScatterV spread needs every output) */
+static int g_nozero; /* V counts: none zero (every rank's output written by its peers) */
 
 static purlin_comm_t g_comm;
 static cudaStream_t g_stream;
@@ -564,8 +564,8 @@ static void matrix(int quick, int big) {
       }
     }
   /* ReduceScatterV spread over the ranks (direct.cu, pl_direct_spread: every rank's input and
-   * output peer-mapped, so no count zero): out of place, in place, unaligned, with the ranks'
-   * sdispls different (vdispl 1) and not */
+   * output peer-mapped; no count zero, so that every rank's output is written by its peers): out
+   * of place, in place, unaligned, with the ranks' sdispls different (vdispl 1) and not */
   g_nozero = 1;
   static const int sbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U};
   for (int b = 0; b < 3; b++) {
