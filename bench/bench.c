@@ -88,7 +88,8 @@ static void usage(const char *prog) {
          "  -z, --seed N          seed of the inputs and of the V splits (default 1)\n"
          "      --zipf S          V variants: Zipf exponent of the splits (default 0.125)\n"
          "      --mode det|nondet reduction mode (default nondet)\n"
-         "      --mem malloc|purlin  buffers from malloc/cudaMalloc or purlin_mem_alloc\n"
+         "      --mem malloc|purlin|reg  buffers from malloc/cudaMalloc, purlin_mem_alloc, or\n"
+         "                           cudaMalloc registered with purlin_mem_register (CUDA)\n"
          "      --rotate BYTES    rotate input buffers when a size's buffers fit in BYTES (32M)\n"
          "      --baseline nccl   run NCCL beside purlin (CUDA, one rank per GPU)\n"
          "  -J, --json FILE       write all rows and parameters as JSON\n"
@@ -252,10 +253,12 @@ static void parse_args(int argc, char **argv) {
       const char *m = argv[++i];
       if (!strcmp(m, "purlin"))
         O.purlin_mem = 1;
+      else if (!strcmp(m, "reg"))
+        O.purlin_mem = 2;
       else if (!strcmp(m, "malloc") || !strcmp(m, "cuda"))
         O.purlin_mem = 0;
       else
-        bench_die("--mem is malloc or purlin, not '%s'", m);
+        bench_die("--mem is malloc, purlin or reg, not '%s'", m);
     } else if (ARG("--baseline", "--baseline")) {
       const char *m = argv[++i];
       if (strcmp(m, "nccl"))
@@ -637,7 +640,9 @@ static void print_header(const char *tool, int datapath) {
          O.repeats, O.graph, O.check, where_names[O.check_on], where_names[O.gen_on]);
   printf("# ranks: %d  datapath: %s  memory: %s  mode: %s  seed: %llu%s", B.world,
          datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
-         O.purlin_mem ? "purlin_mem_alloc" : (B.cuda ? "cudaMalloc" : "malloc"),
+         O.purlin_mem == 2 ? "cudaMalloc, registered"
+         : O.purlin_mem    ? "purlin_mem_alloc"
+                           : (B.cuda ? "cudaMalloc" : "malloc"),
          O.det ? "det" : "nondet", (unsigned long long)O.seed,
          !B.cuda && O.graph ? "  (graph launches ignored: host datapath)" : "");
   if (bench_colls[coll].vlen)
@@ -780,7 +785,7 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
           "\"gen_on\": \"%s\", \"seed\": %llu, "
           "\"zipf\": %g, \"baseline\": \"%s\", \"nccl_version\": %d, ",
           B.world, datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
-          O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
+          O.purlin_mem == 2 ? "reg" : O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
           O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, where_names[O.check_on],
           where_names[O.gen_on], (unsigned long long)O.seed, O.zipf,
           O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);

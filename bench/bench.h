@@ -97,7 +97,7 @@ typedef struct {
   purlin_comm_t comm;
   int rank, world;
   int cuda;           /* the communicator runs on the CUDA datapath */
-  int use_purlin_mem; /* --mem purlin */
+  int use_purlin_mem; /* --mem purlin (1), --mem reg (2: cudaMalloc + purlin_mem_register) */
   int device;
   void *stream;  /* cudaStream_t, or NULL */
   void *scratch; /* device scratch for bookkeeping collectives (CUDA) */

@@ -39,16 +39,18 @@ void *bench_alloc(size_t bytes) {
   void *p = NULL;
   if (bytes < 256)
     bytes = 256;
-  if (B.use_purlin_mem) {
+  if (B.use_purlin_mem == 1) {
     BENCH_OK(purlin_mem_alloc(B.comm, bytes, &p));
     return p;
   }
 #if BENCH_CUDA
   if (B.cuda) {
     CU(cudaMalloc(&p, bytes));
+    if (B.use_purlin_mem == 2) BENCH_OK(purlin_mem_register(B.comm, p, bytes));
     return p;
   }
 #endif
+  if (B.use_purlin_mem == 2) bench_die("--mem reg needs the CUDA datapath");
   p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
   if (!p)
     bench_die("out of host memory (%zu bytes)", bytes);
@@ -59,12 +61,13 @@ void *bench_alloc(size_t bytes) {
 void bench_free(void *p) {
   if (!p)
     return;
-  if (B.use_purlin_mem) {
+  if (B.use_purlin_mem == 1) {
     purlin_mem_free(B.comm, p);
     return;
   }
 #if BENCH_CUDA
   if (B.cuda) {
+    if (B.use_purlin_mem == 2) purlin_mem_deregister(B.comm, p);
     cudaFree(p);
     return;
   }

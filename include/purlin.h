@@ -299,6 +299,29 @@ purlin_status_t purlin_mem_alloc(purlin_comm_t comm, size_t bytes, void **ptr);
 /** Free memory from purlin_mem_alloc. Collective. NULL is accepted. */
 purlin_status_t purlin_mem_free(purlin_comm_t comm, void *ptr);
 
+/**
+ * Register `bytes` of ordinary device memory at `ptr` (cudaMalloc, PyTorch's caching allocator)
+ * so that every peer maps it (CUDA IPC): collectives whose buffers lie inside a registered range
+ * skip staging (zero copy), as on purlin_mem_alloc buffers, and purlin_device_handle accepts it.
+ * Collective: every rank calls it, in the same order, with the same `bytes` (MISMATCH otherwise);
+ * each rank passes its own pointer (any offset inside its allocation). Blocking, not capturable;
+ * register once and reuse. Deregister (collective) before the memory is freed: a peer may read
+ * it until then. CUDA datapath only.
+ * Errors: INVALID_ARGUMENT (ptr NULL, bytes 0, not device memory of this rank's GPU, the range
+ * past the end of its allocation, or overlapping a registered or purlin_mem_alloc range; on any
+ * rank: every rank fails, naming it), UNSUPPORTED (host datapath; memory that CUDA IPC cannot
+ * export, such as cuMem / expandable-segment allocations), MISMATCH, CUDA, NO_MEMORY (more than
+ * 1024 buffers registered and allocated at once).
+ */
+purlin_status_t purlin_mem_register(purlin_comm_t comm, void *ptr, size_t bytes);
+
+/**
+ * Deregister a range registered by purlin_mem_register at `ptr` (the same pointer). Collective:
+ * every rank deregisters the same registration (MISMATCH otherwise); waits for this rank's work
+ * on the device, then unmaps the peers' memory. NULL is accepted (no-op on every rank).
+ */
+purlin_status_t purlin_mem_deregister(purlin_comm_t comm, void *ptr);
+
 /* ---------------------------------------------------------------------------------------------
  * Device handles: communication inside the caller's own kernels (include/purlin_device.cuh,
  * docs/device-api.md). CUDA datapath only.

@@ -354,6 +354,9 @@ purlin_status_t purlin_mem_free(purlin_comm_t comm, void *ptr) {
   uint64_t id, off;
   if (!pl_sym_find(comm, ptr, 0, &id, &off) || off != 0)
     return PL_BAD(comm, "purlin_mem_free: ptr %p was not returned by purlin_mem_alloc", ptr);
+  if (comm->syms[id - 1].kind == PL_SYM_REG)
+    return PL_BAD(comm, "purlin_mem_free: ptr %p was registered by purlin_mem_register, not "
+                        "allocated: purlin_mem_deregister it (and free it yourself)", ptr);
   /* Collective: no rank unmaps while a peer may still read it in a call of its own. */
   purlin_status_t st = pl_bootstrap_barrier(comm->bs);
   if (st) pl_comm_fail(comm, st, "purlin_mem_free: %s", pl_bootstrap_last_error(comm->bs));
@@ -363,4 +366,54 @@ purlin_status_t purlin_mem_free(purlin_comm_t comm, void *ptr) {
   }
   pl_host_mem_free(comm, ptr);
   return st;
+}
+
+purlin_status_t purlin_mem_register(purlin_comm_t comm, void *ptr, size_t bytes) {
+  if (!comm) {
+    pl_set_global_error("purlin_mem_register: comm is NULL");
+    return PURLIN_ERR_INVALID_ARGUMENT;
+  }
+  if (comm->aborted)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_USAGE,
+                        "purlin_mem_register: the communicator was aborted; destroy it");
+  if (comm->datapath != PURLIN_DATAPATH_CUDA)
+    return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "purlin_mem_register: needs the CUDA datapath (on the host datapath, "
+                        "peer-accessible memory comes from purlin_mem_alloc)");
+  /* ptr, bytes and the memory itself are checked there, on every rank at once: a bad argument on
+   * one rank fails every rank, naming it, instead of leaving the others in the exchange */
+  return pl_cuda_mem_register(comm, ptr, bytes);
+}
+
+purlin_status_t purlin_mem_deregister(purlin_comm_t comm, void *ptr) {
+  if (!comm) {
+    pl_set_global_error("purlin_mem_deregister: comm is NULL");
+    return PURLIN_ERR_INVALID_ARGUMENT;
+  }
+  /* Collective: every rank names the same registration (its id; 0 for NULL), a rank whose ptr is
+   * not one says so (~0) instead of leaving its peers in the exchange. */
+  uint64_t id = 0, off = 0, all[PL_MAX_WORLD];
+  const uint64_t bad = ~(uint64_t)0;
+  if (ptr && (!pl_sym_find(comm, ptr, 0, &id, &off) || off != 0 ||
+              comm->syms[id - 1].kind != PL_SYM_REG))
+    id = bad;
+  purlin_status_t st = pl_bootstrap_allgather(comm->bs, &id, all, sizeof id);
+  if (st)
+    return pl_comm_fail(comm, st, "purlin_mem_deregister: %s", pl_bootstrap_last_error(comm->bs));
+  if (id == bad)
+    return PL_BAD(comm, "purlin_mem_deregister: ptr %p is not a pointer that purlin_mem_register "
+                        "registered", ptr);
+  for (int r = 0; r < comm->world; r++)
+    if (all[r] == bad)
+      return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                          "purlin_mem_deregister: rank %d passed a pointer that is not registered "
+                          "(see its error)", r);
+  for (int r = 0; r < comm->world; r++)
+    if (all[r] != id)
+      return pl_comm_fail(comm, PURLIN_ERR_MISMATCH,
+                          "purlin_mem_deregister: ranks disagree on the registration: rank %d "
+                          "deregisters registration #%llu (%p), rank %d #%llu (0: NULL)",
+                          comm->rank, (unsigned long long)id, ptr, r, (unsigned long long)all[r]);
+  if (!ptr) return PURLIN_OK;
+  return pl_cuda_mem_deregister(comm, ptr);
 }

@@ -12,11 +12,13 @@
 
 #define PL_ERRLEN 1024
 
-/* A purlin_mem_alloc buffer: mapped at base[r] here for every rank r. */
+/* A peer-mapped buffer: mapped at base[r] here for every rank r. */
+enum { PL_SYM_ALLOC = 0, PL_SYM_REG = 1 };
 typedef struct {
   char *base[PL_MAX_WORLD];
   size_t bytes, mapped;
   int used;
+  int kind; /* PL_SYM_ALLOC: purlin_mem_alloc; PL_SYM_REG: purlin_mem_register (CUDA IPC) */
 } pl_sym_t;
 
 struct pl_host_exec; /* host/host.h */

@@ -31,6 +31,14 @@ purlin_status_t pl_cuda_mem_free(struct purlin_comm *comm, void *ptr) {
   (void)ptr;
   return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "the CUDA datapath is not in this build");
 }
+purlin_status_t pl_cuda_mem_register(struct purlin_comm *comm, void *ptr, size_t bytes) {
+  (void)ptr, (void)bytes;
+  return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "the CUDA datapath is not in this build");
+}
+purlin_status_t pl_cuda_mem_deregister(struct purlin_comm *comm, void *ptr) {
+  (void)ptr;
+  return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED, "the CUDA datapath is not in this build");
+}
 purlin_status_t pl_cuda_async_error(struct purlin_comm *comm) {
   (void)comm;
   return PURLIN_OK;

@@ -54,7 +54,8 @@ static_assert(sizeof(pl_cuda_args_t) <= 4000, "kernel arguments must stay below 
   X(cuMemAddressFree)                                                                              \
   X(cuMemMap)                                                                                      \
   X(cuMemUnmap)                                                                                    \
-  X(cuMemSetAccess)
+  X(cuMemSetAccess)                                                                                \
+  X(cuMemGetAddressRange)
 
 static struct {
 #define PL_CU_FIELD_(f) decltype(&::f) f;
@@ -129,6 +130,9 @@ typedef struct {
   size_t size;
   int nmapped; /* ranks 0 .. nmapped-1 are mapped */
   int reserved;
+  /* a registered range instead (purlin_mem_register): rank r's allocation as cudaIpcOpenMemHandle
+   * opened it here (NULL: this rank's own, or a rank of this process) */
+  void *ipc[PL_MAX_WORLD];
 } pl_vmm_t;
 
 struct pl_cuda_dp {
@@ -208,6 +212,16 @@ static void pl_vmm_free(struct pl_cuda_dp *dp, pl_vmm_t *v, int world) {
     if (v->h[r]) pl_cu.cuMemRelease(v->h[r]);
   if (v->reserved) pl_cu.cuMemAddressFree(v->va, v->size * (size_t)world);
   memset(v, 0, sizeof(*v));
+}
+
+/* A registered range's peer mappings, closed (each open counted once by CUDA). */
+static void pl_ipc_close(pl_vmm_t *v, int world) {
+  for (int r = 0; r < world; r++)
+    if (v->ipc[r]) {
+      (void)cudaIpcCloseMemHandle(v->ipc[r]);
+      v->ipc[r] = NULL;
+    }
+  (void)cudaGetLastError();
 }
 
 /* This rank's part: create, export. */
@@ -572,8 +586,10 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
             ps.prof_sum[5] / n / 1e3, t / n / 1e3);
   }
   (void)cudaGetLastError();
-  for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
+  for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++) {
+    pl_ipc_close(&dp->syms[i], comm->world);
     if (dp->syms[i].reserved || dp->syms[i].h[comm->rank]) pl_vmm_free(dp, &dp->syms[i], comm->world);
+  }
   pl_vmm_free(dp, &dp->ws, comm->world);
   pl_vmm_free(dp, &dp->uflags, comm->world);
   pl_vmm_free(dp, &dp->dflags, comm->world);
@@ -610,22 +626,192 @@ static purlin_status_t pl_symtab_put(struct purlin_comm *comm, int id) {
   return PURLIN_OK;
 }
 
+/* The lowest free entry of comm->syms (grown by one if all are used), the same on every rank as
+ * long as every rank allocates, registers and frees in the same order; -1 (the error recorded)
+ * when all PL_CUDA_MAX_SYMS are taken. */
+static int pl_sym_slot(struct purlin_comm *comm, const char *what) {
+  int id;
+  for (id = 0; id < comm->nsyms && comm->syms[id].used; id++) {
+  }
+  if (id >= PL_CUDA_MAX_SYMS) {
+    pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "%s: more than %d buffers allocated and registered "
+                 "at once", what, PL_CUDA_MAX_SYMS);
+    return -1;
+  }
+  if (id == comm->nsyms) {
+    pl_sym_t *n = (pl_sym_t *)realloc(comm->syms, sizeof(*n) * (size_t)(comm->nsyms + 1));
+    if (!n) {
+      pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "%s: table", what);
+      return -1;
+    }
+    comm->syms = n;
+    memset(&comm->syms[comm->nsyms++], 0, sizeof(*n));
+  }
+  return id;
+}
+
+/* What one rank offers in purlin_mem_register's exchange. */
+typedef struct {
+  int32_t st;           /* this rank's verdict on its own arguments (0: fine) */
+  int32_t device;       /* its CUDA device (an ordinal: compared only within one process) */
+  uint64_t bytes, ptr;  /* its arguments */
+  uint64_t off;         /* ptr's offset in its allocation */
+  cudaIpcMemHandle_t h; /* its allocation, for CUDA IPC */
+} pl_reg_offer_t;
+
+/* This rank's half of purlin_mem_register: its arguments checked, its allocation exported. */
+static purlin_status_t pl_reg_local(struct purlin_comm *comm, void *ptr, size_t bytes,
+                                    pl_reg_offer_t *o) {
+  const char *fn = "purlin_mem_register";
+  cudaPointerAttributes at;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  memset(o, 0, sizeof(*o));
+  o->bytes = bytes;
+  o->ptr = (uint64_t)(uintptr_t)ptr;
+  o->device = comm->device;
+  if (!ptr) return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT, "%s: ptr is NULL", fn);
+  if (bytes == 0) return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT, "%s: bytes is 0", fn);
+  if (cudaPointerGetAttributes(&at, ptr) != cudaSuccess || at.type != cudaMemoryTypeDevice) {
+    (void)cudaGetLastError();
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "%s: ptr %p is not device memory (cudaMalloc, PyTorch's allocator)", fn,
+                        ptr);
+  }
+  if (at.device != comm->device)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "%s: ptr %p is memory of device %d, this rank's device is %d", fn, ptr,
+                        at.device, comm->device);
+  CUresult cr = pl_cu.cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
+  if (cr != CUDA_SUCCESS)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT, "%s: ptr %p: no allocation: %s", fn,
+                        ptr, pl_cu_str(cr));
+  o->off = (uint64_t)((uintptr_t)ptr - (uintptr_t)base);
+  if (bytes > size - o->off)
+    return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                        "%s: [%p, +%zu) runs past the end of its allocation (%zu bytes from %p)",
+                        fn, ptr, bytes, size, (void *)(uintptr_t)base);
+  uintptr_t q = (uintptr_t)ptr;
+  for (int i = 0; i < comm->nsyms; i++) {
+    const pl_sym_t *s = &comm->syms[i];
+    uintptr_t b = (uintptr_t)s->base[comm->rank];
+    if (s->used && q < b + s->bytes && b < q + bytes)
+      return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
+                          "%s: [%p, +%zu) overlaps %s [%p, +%zu)", fn, ptr, bytes,
+                          s->kind == PL_SYM_REG ? "a registered range" :
+                                                  "a purlin_mem_alloc buffer (peer-mapped already)",
+                          (void *)b, s->bytes);
+  }
+  cudaError_t e = cudaIpcGetMemHandle(&o->h, (void *)(uintptr_t)base);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "%s: ptr %p: CUDA IPC cannot export its allocation (%s); cudaMalloc memory "
+                        "can, cuMem memory (PyTorch's expandable segments) cannot: use "
+                        "purlin_mem_alloc or leave it unregistered (staged)", fn, ptr,
+                        cudaGetErrorString(e));
+  }
+  return PURLIN_OK;
+}
+
+extern "C" purlin_status_t pl_cuda_mem_register(struct purlin_comm *comm, void *ptr,
+                                                size_t bytes) {
+  const char *fn = "purlin_mem_register";
+  struct pl_cuda_dp *dp = comm->cuda;
+  pl_reg_offer_t me, all[PL_MAX_WORLD];
+  pl_devguard_t g;
+  pl_dev_enter(comm, &g);
+  int id = pl_sym_slot(comm, fn);
+  purlin_status_t st = id < 0 ? PURLIN_ERR_NO_MEMORY : pl_reg_local(comm, ptr, bytes, &me);
+  if (id < 0) memset(&me, 0, sizeof me);
+  me.st = (int32_t)st;
+  purlin_status_t bs = pl_bootstrap_allgather(comm->bs, &me, all, sizeof me);
+  if (bs) {
+    pl_dev_leave(comm, &g);
+    return pl_comm_fail(comm, bs, "%s: %s", fn, pl_bootstrap_last_error(comm->bs));
+  }
+  if (!st)
+    for (int r = 0; r < comm->world && !st; r++) {
+      if (all[r].st)
+        st = pl_comm_fail(comm, (purlin_status_t)all[r].st, "%s: rank %d failed (see its error)",
+                          fn, r);
+      else if (all[r].bytes != bytes)
+        st = pl_comm_fail(comm, PURLIN_ERR_MISMATCH,
+                          "%s: ranks disagree on bytes: rank %d has %zu, rank %d has %llu", fn,
+                          comm->rank, bytes, r, (unsigned long long)all[r].bytes);
+    }
+  if (st) {
+    pl_dev_leave(comm, &g);
+    return st;
+  }
+  /* every peer's allocation mapped here: a rank of this process on this device by its own pointer
+   * (one address space; CUDA IPC refuses a handle of its own process), the others through CUDA
+   * IPC */
+  pl_vmm_t *v = &dp->syms[id];
+  pl_sym_t *s = &comm->syms[id];
+  memset(v, 0, sizeof(*v));
+  memset(s, 0, sizeof(*s));
+  pid_t self = getpid();
+  for (int r = 0; r < comm->world && !st; r++) {
+    if (r == comm->rank || (comm->pids[r] == self && all[r].device == comm->device)) {
+      s->base[r] = (char *)(uintptr_t)all[r].ptr;
+      continue;
+    }
+    if (comm->pids[r] == self) {
+      st = pl_comm_fail(comm, PURLIN_ERR_UNSUPPORTED,
+                        "%s: rank %d is in this process on another GPU (%d, this rank's is %d): "
+                        "registration needs ranks of one process on one GPU, or one process per "
+                        "GPU", fn, r, all[r].device, comm->device);
+      break;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaIpcOpenMemHandle(&p, all[r].h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "%s: mapping rank %d's memory (CUDA IPC): %s", fn,
+                        r, cudaGetErrorString(e));
+      break;
+    }
+    v->ipc[r] = p;
+    s->base[r] = (char *)p + all[r].off;
+  }
+  if (!st) {
+    s->bytes = bytes;
+    s->used = 1;
+    s->kind = PL_SYM_REG;
+    st = pl_symtab_put(comm, id);
+  }
+  st = pl_agree(comm, st, fn);
+  if (st) {
+    memset(s, 0, sizeof(*s));
+    (void)pl_symtab_put(comm, id);
+    pl_ipc_close(v, comm->world);
+  }
+  pl_dev_leave(comm, &g);
+  return st;
+}
+
+extern "C" purlin_status_t pl_cuda_mem_deregister(struct purlin_comm *comm, void *ptr) {
+  pl_devguard_t g;
+  pl_dev_enter(comm, &g);
+  cudaError_t e = cudaDeviceSynchronize(); /* no kernel of this rank still reads a peer's memory */
+  (void)cudaGetLastError();
+  pl_dev_leave(comm, &g);
+  purlin_status_t st = pl_bootstrap_barrier(comm->bs); /* nor any peer's kernel this rank's */
+  if (st) pl_comm_fail(comm, st, "purlin_mem_deregister: %s", pl_bootstrap_last_error(comm->bs));
+  purlin_status_t st2 = pl_cuda_mem_free(comm, ptr);
+  if (!st && e != cudaSuccess)
+    st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "purlin_mem_deregister: waiting for the device: %s",
+                      cudaGetErrorString(e));
+  return st ? st : st2;
+}
+
 extern "C" purlin_status_t pl_cuda_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr) {
   struct pl_cuda_dp *dp = comm->cuda;
   pl_devguard_t g;
   purlin_status_t st;
-  int id;
-  for (id = 0; id < comm->nsyms && comm->syms[id].used; id++) {
-  }
-  if (id >= PL_CUDA_MAX_SYMS)
-    return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY,
-                        "purlin_mem_alloc: more than %d buffers at once", PL_CUDA_MAX_SYMS);
-  if (id == comm->nsyms) {
-    pl_sym_t *n = (pl_sym_t *)realloc(comm->syms, sizeof(*n) * (size_t)(comm->nsyms + 1));
-    if (!n) return pl_comm_fail(comm, PURLIN_ERR_NO_MEMORY, "purlin_mem_alloc: table");
-    comm->syms = n;
-    memset(&comm->syms[comm->nsyms++], 0, sizeof(*n));
-  }
+  int id = pl_sym_slot(comm, "purlin_mem_alloc");
+  if (id < 0) return PURLIN_ERR_NO_MEMORY;
   pl_dev_enter(comm, &g);
   st = pl_vmm_create(comm, &dp->syms[id], bytes);
   if (!st) {
@@ -658,7 +844,9 @@ extern "C" purlin_status_t pl_cuda_mem_free(struct purlin_comm *comm, void *ptr)
     (void)cudaGetLastError();
     memset(s, 0, sizeof(*s));
     purlin_status_t st = dp ? pl_symtab_put(comm, i) : PURLIN_OK;
-    if (dp) pl_vmm_free(dp, &dp->syms[i], comm->world);
+    if (dp) pl_ipc_close(&dp->syms[i], comm->world);
+    if (dp && (dp->syms[i].reserved || dp->syms[i].h[comm->rank]))
+      pl_vmm_free(dp, &dp->syms[i], comm->world);
     pl_dev_leave(comm, &g);
     return st;
   }

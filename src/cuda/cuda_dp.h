@@ -42,7 +42,15 @@ purlin_status_t pl_cuda_check_counts(struct purlin_comm *comm, const void *p, co
 /* Peer-accessible device memory (cuMem, exported as POSIX fds, mapped by every rank). Collective;
  * the caller has checked that every rank asks for the same size. */
 purlin_status_t pl_cuda_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr);
+/* Frees a purlin_mem_alloc buffer, or closes a registered range's peer mappings. */
 purlin_status_t pl_cuda_mem_free(struct purlin_comm *comm, void *ptr);
+/* purlin_mem_register: every rank's [ptr, +bytes) of ordinary device memory mapped by every rank
+ * (CUDA IPC of its allocation), or all fail. Collective; checks every rank's arguments itself. */
+purlin_status_t pl_cuda_mem_register(struct purlin_comm *comm, void *ptr, size_t bytes);
+/* purlin_mem_deregister, after the caller checked that every rank names the same registration:
+ * waits for this rank's device, then for every rank's (a bootstrap barrier: no peer still reads
+ * the memory when any rank returns), then closes the peer mappings. */
+purlin_status_t pl_cuda_mem_deregister(struct purlin_comm *comm, void *ptr);
 
 /* The device-side error record: a fatal error (TIMEOUT, REMOTE, INTERNAL; sticky, marks the
  * communicator aborted) or else a MISMATCH not yet reported (reported once). PURLIN_OK if none.

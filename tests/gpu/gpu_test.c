@@ -48,11 +48,17 @@ static int coll_is_v(int c) { return c >= C_AGV; }
  * send buffer offset by 1 + rank % 3 elements, so that ranks' blocks differ in alignment (the
  * direct kernel's copies between them take its 16-byte, 4-byte and byte paths). */
 /* out:x: even ranks pass purlin_mem_alloc buffers, odd ranks cudaMalloc ones (the direct kernel
- * reads the ones in place, the others' staging). */
-enum { B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_MM_U, B_OUT_X, B_COUNT };
-static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm",   "out:dm",   "in:d",
-                                           "in:m",   "out:dd:u", "out:mm:u", "out:x"};
-static int buf_inplace(int b) { return b == B_IN_D || b == B_IN_M; }
+ * reads the ones in place, the others' staging). r = cudaMalloc memory registered with
+ * purlin_mem_register (peer-mapped by CUDA IPC; each rank's pool at its own offset in its
+ * allocation). */
+enum {
+  B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_MM_U, B_OUT_X,
+  B_OUT_RR, B_IN_R, B_OUT_RR_U, B_COUNT
+};
+static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm",   "out:dm", "in:d",
+                                           "in:m",   "out:dd:u", "out:mm:u", "out:x",
+                                           "out:rr", "in:r",     "out:rr:u"};
+static int buf_inplace(int b) { return b == B_IN_D || b == B_IN_M || b == B_IN_R; }
 
 typedef struct {
   int coll, dtype, op, mode, buf, vdispl;
@@ -71,6 +77,7 @@ static long g_pass, g_fail, g_lines;
 static uint64_t g_seed = 1;
 static size_t g_pool_bytes;
 static char *g_dev[2], *g_sym[2]; /* send-side and recv-side pools */
+static char *g_rraw[2], *g_reg[2]; /* cudaMalloc'd, and the registered pools inside them */
 static char *g_host_got, *g_host_exp, *g_host_in;
 static char *g_gen[72]; /* per rank input chunk for the reference */
 
@@ -377,11 +384,13 @@ static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, c
   size_t es = pl_dtype_bytes(c->dtype);
   int x = c->buf == B_OUT_X && g_rank % 2 == 0;
   int mem = c->buf == B_OUT_MM || c->buf == B_IN_M || c->buf == B_OUT_MM_U || x;
-  char *sbuf = mem ? g_sym[0] : g_dev[0];
-  char *rbuf = (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M ||
-                c->buf == B_OUT_MM_U || x) ? g_sym[1] : g_dev[1];
+  int reg = c->buf == B_OUT_RR || c->buf == B_IN_R || c->buf == B_OUT_RR_U;
+  char *sbuf = reg ? g_reg[0] : mem ? g_sym[0] : g_dev[0];
+  char *rbuf = reg ? g_reg[1]
+               : (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M ||
+                  c->buf == B_OUT_MM_U || x) ? g_sym[1] : g_dev[1];
   if (c->buf == B_OUT_DD_U) sbuf += es, rbuf += es;
-  if (c->buf == B_OUT_MM_U) sbuf += es * (size_t)(1 + g_rank % 3), rbuf += es;
+  if (c->buf == B_OUT_MM_U || c->buf == B_OUT_RR_U) sbuf += es * (size_t)(1 + g_rank % 3), rbuf += es;
   if (!buf_inplace(c->buf)) {
     *send = sbuf;
     *recv = rbuf;
@@ -548,7 +557,7 @@ static void matrix(int quick, int big) {
    * the others, mixed across ranks): every collective it takes, out of place, in place,
    * unaligned, three dtypes, both modes. With a small PURLIN_STAGING_BYTES they run in rounds. */
   static const int dbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U, B_OUT_DD, B_IN_D, B_OUT_DD_U,
-                              B_OUT_DM, B_OUT_X};
+                              B_OUT_DM, B_OUT_X, B_OUT_RR, B_IN_R, B_OUT_RR_U};
   for (int coll = 0; coll < C_COUNT; coll++)
     for (int b = 0; b < (int)(sizeof dbufs / sizeof dbufs[0]); b++) {
       /* (in place: not direct; AllToAllV: direct with PURLIN_DIRECT_A2AV=1) */
@@ -567,8 +576,8 @@ static void matrix(int quick, int big) {
    * output peer-mapped; no count zero, so that every rank's output is written by its peers): out
    * of place, in place, unaligned, with the ranks' sdispls different (vdispl 1) and not */
   g_nozero = 1;
-  static const int sbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U};
-  for (int b = 0; b < 3; b++) {
+  static const int sbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U, B_OUT_RR, B_IN_R};
+  for (int b = 0; b < (int)(sizeof sbufs / sizeof sbufs[0]); b++) {
     size_t n = 1500000 / g_world + 17;
     add(C_RSV, PURLIN_BF16, PURLIN_SUM, 0, n, sbufs[b], 1);
     add(C_RSV, PURLIN_F32, PURLIN_SUM, 1, n / 2 + 3, sbufs[b], b & 1);
@@ -618,8 +627,8 @@ static void tiny(void) {
 
 /* ---- CUDA graph: 128 calls captured once, replayed 100 times --------------------------------- */
 
-/* sym: inputs and outputs in the purlin_mem_alloc pools (zero copy: the direct kernel for the
- * calls above the packet sizes), 32 calls. */
+/* sym: inputs and outputs in the purlin_mem_alloc pools (1) or the registered cudaMalloc pools (2)
+ * (zero copy: the direct kernel for the calls above the packet sizes), 32 calls. */
 static void graph_test(int sym) {
   enum { MAXCALL = 128, NCFG = 8, REPLAYS = 100 };
   const int NCALL = sym ? 32 : MAXCALL;
@@ -649,14 +658,14 @@ static void graph_test(int sym) {
     total += out_bytes[i % NCFG];
   }
   if (sym && (in_total + 256 > g_pool_bytes || total + 256 > g_pool_bytes)) {
-    fail_line("graph (purlin_mem_alloc buffers): %zu + %zu bytes do not fit the pools", in_total,
-              total);
+    fail_line("graph (%s buffers): %zu + %zu bytes do not fit the pools",
+              sym == 2 ? "registered" : "purlin_mem_alloc", in_total, total);
     free(L);
     return;
   }
   if (sym) {
-    inputs = g_sym[0];
-    outputs = g_sym[1];
+    inputs = sym == 2 ? g_reg[0] : g_sym[0];
+    outputs = sym == 2 ? g_reg[1] : g_sym[1];
   } else {
     CK(cudaMalloc((void **)&inputs, in_total + 256));
     CK(cudaMalloc((void **)&outputs, total + 256));
@@ -724,7 +733,7 @@ static void graph_test(int sym) {
   }
   if (g_rank == 0)
     printf("gpu_test: graph%s: %d calls x %d replays in %.2f s, %d bad replays\n",
-           sym ? " (purlin_mem_alloc buffers)" : "", NCALL, REPLAYS, now_s() - t0, bad_replays);
+           sym == 2 ? " (registered buffers)" : sym ? " (purlin_mem_alloc buffers)" : "", NCALL, REPLAYS, now_s() - t0, bad_replays);
   /* eager calls still agree on the epoch after the replays */
   add(C_AR, PURLIN_F32, PURLIN_SUM, 1, 12345, B_OUT_DD, 0);
   add(C_AG, PURLIN_BF16, PURLIN_SUM, 1, 100000, B_OUT_MM, 0);
@@ -737,6 +746,59 @@ static void graph_test(int sym) {
   free(host);
   free(exp);
   free(L);
+}
+
+/* ---- purlin_mem_register's refusals -------------------------------------------------------- */
+
+/* One collective step of reg_errors: the status this rank expects and the text its error must
+ * hold; the communicator stays usable. */
+static void reg_expect(const char *what, purlin_status_t got, purlin_status_t want,
+                       const char *text) {
+  const char *e = purlin_comm_last_error(g_comm);
+  if (got != want || (text && !strstr(e, text)))
+    fail_line("register: %s: got %s (%s), want %s with \"%s\"", what, purlin_status_name(got),
+              got ? e : "", purlin_status_name(want), text ? text : "");
+  else
+    g_pass++;
+}
+
+/* Bad arguments on one rank fail every rank (naming it) and register nothing; a range registered
+ * and deregistered again; purlin_mem_free refuses a registered pointer. The room after g_reg[0]
+ * in its allocation (at least 7168 bytes) is the spare range. */
+static void reg_errors(void) {
+  char *spare = g_reg[0] + g_pool_bytes, host[64];
+  purlin_status_t st;
+  /* rank 0 passes host memory */
+  st = purlin_mem_register(g_comm, g_rank ? spare : host, 1024);
+  reg_expect("host memory on rank 0", st, PURLIN_ERR_INVALID_ARGUMENT,
+             g_rank ? "rank 0 failed" : "not device memory");
+  /* the last rank a different size */
+  st = purlin_mem_register(g_comm, spare, g_rank == g_world - 1 ? 512 : 1024);
+  reg_expect("bytes differ", st, g_world > 1 ? PURLIN_ERR_MISMATCH : PURLIN_OK,
+             g_world > 1 ? "disagree on bytes" : NULL);
+  if (g_world == 1) PK(purlin_mem_deregister(g_comm, spare));
+  /* past the end of the allocation, inside a registered range, inside purlin_mem_alloc memory */
+  st = purlin_mem_register(g_comm, spare, 8192);
+  reg_expect("past the end", st, PURLIN_ERR_INVALID_ARGUMENT, "past the end of its allocation");
+  st = purlin_mem_register(g_comm, g_reg[0] + 4096, 1024);
+  reg_expect("overlap", st, PURLIN_ERR_INVALID_ARGUMENT, "overlaps a registered range");
+  st = purlin_mem_register(g_comm, g_sym[0], 1024);
+  reg_expect("purlin_mem_alloc memory", st, PURLIN_ERR_INVALID_ARGUMENT, "purlin_mem_alloc");
+  st = purlin_mem_register(g_comm, NULL, 1024);
+  reg_expect("NULL", st, PURLIN_ERR_INVALID_ARGUMENT, "ptr is NULL");
+  /* a good one; then rank 0 deregisters a pointer that is not one */
+  PK(purlin_mem_register(g_comm, spare, 1024));
+  st = purlin_mem_deregister(g_comm, g_rank ? spare : spare + 16);
+  reg_expect("deregister a wrong pointer on rank 0", st, PURLIN_ERR_INVALID_ARGUMENT,
+             g_rank ? "rank 0 passed a pointer" : "not a pointer that purlin_mem_register");
+  st = purlin_mem_free(g_comm, spare);
+  reg_expect("purlin_mem_free of a registered pointer", st, PURLIN_ERR_INVALID_ARGUMENT,
+             "purlin_mem_deregister");
+  PK(purlin_mem_deregister(g_comm, spare));
+  /* registered again after its deregistration: the entry and the peers' mappings were released */
+  PK(purlin_mem_register(g_comm, spare, 1024));
+  PK(purlin_mem_deregister(g_comm, spare));
+  if (g_rank == 0) printf("gpu_test: register: refusals checked\n");
 }
 
 /* ---- V counts in device memory (--device-counts) -------------------------------------------- */
@@ -1143,6 +1205,11 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 2; k++) {
     CK(cudaMalloc((void **)&g_dev[k], g_pool_bytes));
     PK(purlin_mem_alloc(g_comm, g_pool_bytes, (void **)&g_sym[k]));
+    /* the registered pool starts at a different offset of each rank's allocation, and the
+     * allocation has room after it (reg_errors) */
+    CK(cudaMalloc((void **)&g_rraw[k], g_pool_bytes + 8192));
+    g_reg[k] = g_rraw[k] + 256 * (size_t)(1 + g_rank % 4);
+    PK(purlin_mem_register(g_comm, g_reg[k], g_pool_bytes));
   }
   g_host_got = malloc(g_pool_bytes);
   g_host_exp = malloc(g_pool_bytes);
@@ -1176,15 +1243,19 @@ int main(int argc, char **argv) {
   } else if (huge_only) {
     huge();
   } else {
+    reg_errors();
     matrix(quick, big);
     if (graph) {
       graph_test(0);
       graph_test(1);
+      graph_test(2);
     }
   }
   for (int k = 0; k < 2 && !(fault && !strncmp(fault, "kill", 4)); k++) { /* after a death: aborted */
     PK(purlin_mem_free(g_comm, g_sym[k]));
+    PK(purlin_mem_deregister(g_comm, g_reg[k]));
     cudaFree(g_dev[k]);
+    cudaFree(g_rraw[k]);
   }
   purlin_comm_destroy(g_comm);
   printf("gpu_test: rank %d: %ld passed, %ld failed (%.1f s)\n", g_rank, g_pass, g_fail,

@@ -707,6 +707,25 @@ static void check_mem(void) {
   expect(purlin_mem_free(g_comm, m), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
          "ptr|pointer|purlin_mem_alloc");
   good_call();
+  g_what = "mem_register comm NULL";
+  expect(purlin_mem_register(NULL, heap, 4096), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
+  g_what = "mem_register on the host datapath";
+  expect(purlin_mem_register(g_comm, heap, 4096), PURLIN_ERR_UNSUPPORTED, g_comm, "CUDA");
+  good_call();
+  g_what = "mem_deregister comm NULL";
+  expect(purlin_mem_deregister(NULL, heap), PURLIN_ERR_INVALID_ARGUMENT, NULL, NULL);
+  g_what = "mem_deregister of memory never registered (every rank)";
+  expect(purlin_mem_deregister(g_comm, heap), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
+         "ptr|pointer|purlin_mem_register");
+  good_call();
+  g_what = "mem_deregister of purlin_mem_alloc memory (every rank)";
+  expect(purlin_mem_alloc(g_comm, 4096, &m), PURLIN_OK, g_comm, NULL);
+  expect(purlin_mem_deregister(g_comm, m), PURLIN_ERR_INVALID_ARGUMENT, g_comm,
+         "ptr|pointer|purlin_mem_register");
+  good_call();
+  expect(purlin_mem_free(g_comm, m), PURLIN_OK, g_comm, NULL);
+  g_what = "mem_deregister NULL (every rank)";
+  expect(purlin_mem_deregister(g_comm, NULL), PURLIN_OK, g_comm, NULL);
   free(heap);
   g_what = "mem_alloc after the bad frees";
   expect(purlin_mem_alloc(g_comm, 4096, &m), PURLIN_OK, g_comm, NULL);

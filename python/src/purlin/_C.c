@@ -233,6 +233,34 @@ static PyObject *comm_mem_free(CommObject *self, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *comm_mem_register(CommObject *self, PyObject *args) {
+  if (!comm_ok(self)) return NULL;
+  unsigned long long addr, bytes;
+  if (!PyArg_ParseTuple(args, "KK", &addr, &bytes)) return NULL;
+  purlin_status_t st;
+  self->busy++;
+  Py_BEGIN_ALLOW_THREADS
+  st = purlin_mem_register(self->comm, (void *)(uintptr_t)addr, (size_t)bytes);
+  Py_END_ALLOW_THREADS
+  self->busy--;
+  if (st) return raise_status(st, "purlin_mem_register", self->comm);
+  Py_RETURN_NONE;
+}
+
+static PyObject *comm_mem_deregister(CommObject *self, PyObject *arg) {
+  if (!comm_ok(self)) return NULL;
+  void *p = PyLong_AsVoidPtr(arg);
+  if (PyErr_Occurred()) return NULL;
+  purlin_status_t st;
+  self->busy++;
+  Py_BEGIN_ALLOW_THREADS
+  st = purlin_mem_deregister(self->comm, p);
+  Py_END_ALLOW_THREADS
+  self->busy--;
+  if (st) return raise_status(st, "purlin_mem_deregister", self->comm);
+  Py_RETURN_NONE;
+}
+
 /* ---- collectives ------------------------------------------------------------------------------ */
 
 /* An address from a Python int (0 allowed). */
@@ -417,6 +445,10 @@ static PyMethodDef comm_methods[] = {
      "The first asynchronous error's status name, or None."},
     {"mem_alloc", (PyCFunction)comm_mem_alloc, METH_O, "purlin_mem_alloc(bytes) -> address."},
     {"mem_free", (PyCFunction)comm_mem_free, METH_O, "purlin_mem_free(address)."},
+    {"mem_register", (PyCFunction)comm_mem_register, METH_VARARGS,
+     "purlin_mem_register(address, bytes)."},
+    {"mem_deregister", (PyCFunction)comm_mem_deregister, METH_O,
+     "purlin_mem_deregister(address)."},
     {"all_reduce", (PyCFunction)comm_all_reduce, METH_VARARGS, NULL},
     {"all_gather", (PyCFunction)comm_all_gather, METH_VARARGS, NULL},
     {"reduce_scatter", (PyCFunction)comm_reduce_scatter, METH_VARARGS, NULL},

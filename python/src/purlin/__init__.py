@@ -37,7 +37,8 @@ __version__ = "%d.%d.%d" % (_C.VERSION // 10000, _C.VERSION // 100 % 100, _C.VER
 __all__ = [
     "init", "finalize", "is_initialized", "rank", "world_size", "device", "datapath",
     "get_unique_id", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
-    "reduce_scatter_v", "all_to_all_v", "empty", "free", "get_async_error", "abort",
+    "reduce_scatter_v", "all_to_all_v", "empty", "free", "register", "deregister",
+    "get_async_error", "abort",
     "ReduceOp", "ReductionMode", "PurlinError", "Communicator",
 ]
 
@@ -201,3 +202,13 @@ def empty(shape, dtype=None, device=None):
 def free(x):
     """Release an array from purlin.empty(). Collective."""
     _default_comm().free(x)
+
+
+def register(x):
+    """Make an existing CUDA tensor peer-accessible (zero-copy collectives on it). Collective."""
+    _default_comm().register(x)
+
+
+def deregister(x):
+    """Undo purlin.register(x), before x's memory may be freed. Collective."""
+    _default_comm().deregister(x)

@@ -145,6 +145,7 @@ class Communicator:
             index = self._default_device(local)
         self.device_index = index if self._cuda else None
         self._allocs = {}  # address -> (nbytes, weakref or None)
+        self._regs = {}  # address -> (nbytes, the registered tensor: kept alive until deregister)
 
     @staticmethod
     def _explicit(rank, world_size, unique_id, group):
@@ -222,7 +223,8 @@ class Communicator:
         """Destroy the communicator (local, waits for no peer). Memory from empty() is released."""
         alive = sum(1 for _, ref in self._allocs.values() if ref is not None and ref() is not None)
         self._allocs.clear()
-        self._c.destroy()
+        self._c.destroy()  # also closes the registrations' peer mappings
+        self._regs.clear()
         if alive:
             warnings.warn("purlin.finalize: %d array(s) from purlin.empty() are still referenced; "
                           "their memory is released now and must not be used" % alive,
@@ -604,6 +606,36 @@ class Communicator:
             raise ValueError("free: x is not an array returned by purlin.empty() (or was freed)")
         del self._allocs[ptr]
         self._c.mem_free(ptr)
+
+    def register(self, x):
+        """Make an existing CUDA tensor peer-accessible (purlin_mem_register): collectives whose
+        buffers lie inside it skip staging (zero copy), as on memory from empty(). For PyTorch's
+        caching allocator (not its expandable segments) and other cudaMalloc memory. Collective:
+        every rank calls it, in the same order, with a tensor of the same size. Blocking, not
+        capturable: register once (a model's activation or bucket buffers), reuse many times, and
+        deregister(x) before the tensor's memory can be freed (a peer may read it until then);
+        keep x referenced meanwhile. CUDA datapath only."""
+        if not self._cuda:
+            raise RuntimeError("register: needs the CUDA datapath (on the host datapath, "
+                               "peer-accessible memory comes from purlin.empty())")
+        v = A.view(x, "x")
+        if not v.is_cuda:
+            raise ValueError("register: x is %s memory, not a CUDA tensor" % v.where())
+        nbytes = v.count * v.esize
+        if nbytes == 0:
+            raise ValueError("register: x is empty")
+        self._c.mem_register(v.ptr, nbytes)
+        self._regs[v.ptr] = (nbytes, x)
+
+    def deregister(self, x):
+        """Undo register(x). Collective (every rank, same order); waits for this rank's GPU work
+        and for every rank to arrive, so that no peer still reads x when it returns."""
+        ptr = A.view(x, "x").ptr
+        if ptr not in self._regs:
+            raise ValueError("deregister: x is not a tensor passed to register() (or was "
+                             "deregistered)")
+        del self._regs[ptr]
+        self._c.mem_deregister(ptr)
 
 
 def _torch_dist():
