@@ -17,6 +17,8 @@
 #        sizes), world 8, with the default lean CTAs and with one (where a small call's time goes);
 #   a2sp: the direct AllToAllV's spread over the ranks (the default with PURLIN_DIRECT_A2AV=1)
 #        against PURLIN_DIRECT_PUSH=0, zero copy, world 8 (AllToAll beside it);
+#   reg: cudaMalloc buffers registered with purlin_mem_register (zero copy through CUDA IPC),
+#        64 MiB-1 GiB, world 8: against stg's staged rows and the purlin_mem_alloc rows;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
@@ -72,6 +74,8 @@ for p in $PARTS; do
   prof) q prof CONFIGS="PROFILE=1 PROFILE=1,LEAN_CTAS=1" TOOLS="testAR testA2A" B=8K E=8K F=2 ;;
   rb) q rb CONFIGS="DIRECT_RED_BATCH=4 -" TW=8 TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
         ARGS="--mem purlin" ;;
+  reg) q reg CONFIGS="-" TOOLS="testAR testAG testRS testA2A testAGV testRSV" B=64M E=1G F=4 \
+        ARGS="--mem reg" ;;
   a2sp) q a2sp CONFIGS="DIRECT_A2AV=1 DIRECT_A2AV=1,DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
          E=1G F=4 ARGS="--mem purlin" ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
