@@ -12,6 +12,7 @@
 #        copy, world 8 (ReduceScatter beside it: its push knob does nothing);
 #   rb: the direct reductions with 4 sources' loads in flight (PURLIN_DIRECT_RED_BATCH=4: bf16
 #        without spills) against 8, zero copy, world 8, after gpu_test at world 8 with it;
+#   build: new's build only (for the later parts on a fresh machine);
 #   tests: new's build and gpu_test runs only (one 8 KiB AllReduce row), when device time is short;
 #   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB only (the means mix a run's
 #        sizes), world 8, with the default lean CTAs and with one (where a small call's time goes);
@@ -65,6 +66,10 @@ for p in $PARTS; do
       WORLDS="8 3" TOOLS=testAR B=8K E=8K BUILD_TOOLS="$ALL" BW=8 timeout -k 5 330 \
       bash tools/gpu_quick.sh > "$D/tests.txt" 2>&1
     rm -f "$D/tests/summary.txt" ;;
+  build) # the build alone (a fresh machine, before parts that skip it), one 8 KiB AllReduce row
+    env OUT="$D/build" BUILD=/tmp/pl-bnew WORLDS=" " TOOLS=testAR B=8K E=8K BUILD_TOOLS="$ALL" \
+      BW=8 timeout -k 5 300 bash tools/gpu_quick.sh > "$D/build.txt" 2>&1
+    rm -f "$D/build/summary.txt" ;;
   det) q det CONFIGS="- BENCH_MODE=det" TOOLS="testAR testRS testRSV" B=64M E=1G F=4 \
          ARGS="--mem purlin" ;;
   stg) q stg CONFIGS="- STAGING_BYTES=512M" TOOLS="testAR testAG testRS testA2A testAGV testRSV" \
