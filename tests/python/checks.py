@@ -920,6 +920,43 @@ def cuda_streams_peer_memory_and_errors(c):
 
 
 @check("cuda")
+def cuda_registered_torch_tensors(c):
+    """Tensors of PyTorch's caching allocator registered (purlin.register: zero copy through
+    CUDA IPC), large enough for the direct kernel: AllReduce in place and out, AllGather and
+    AllToAll, random inputs against a reference, outputs poisoned first; then the refusals."""
+    torch = _torch()
+    dev = purlin.device()
+    W, n = c.world, 1 << 20  # 4 MiB of f32: above the packet sizes
+    ins = _cuda_ref_inputs(torch, W, n, 77, torch.float32)
+    x = ins[c.rank].to(dev)
+    out = torch.full((n,), float("nan"), device=dev)
+    g = torch.full((W * (n // W),), float("nan"), device=dev)
+    a = torch.full((n,), float("nan"), device=dev)
+    for t in (x, out, g, a):
+        purlin.register(t)
+    purlin.all_reduce(x, out=out)
+    want = torch.stack([i.double() for i in ins]).sum(0)
+    purlin.all_gather(x[: n // W], out=g)
+    purlin.all_to_all(x, out=a)
+    torch.cuda.synchronize()
+    _close(torch, out, want, torch.float32, "registered all_reduce")
+    _close(torch, g, torch.cat([i[: n // W] for i in ins]), torch.float32, "registered all_gather")
+    blk = n // W
+    _close(torch, a, torch.cat([ins[r][c.rank * blk:(c.rank + 1) * blk] for r in range(W)]),
+           torch.float32, "registered all_to_all")
+    y = x.clone()
+    purlin.register(y)
+    purlin.all_reduce(y, out=y)  # in place on a registered tensor
+    torch.cuda.synchronize()
+    _close(torch, y, want, torch.float32, "registered all_reduce in place")
+    expect_raises(purlin.PurlinError, lambda: purlin.register(y[10:20]), "overlaps")
+    expect_raises(ValueError, lambda: purlin.deregister(torch.ones(4, device=dev)), "register")
+    for t in (x, out, g, a, y):
+        purlin.deregister(t)
+    assert purlin.get_async_error() is None
+
+
+@check("cuda")
 def cuda_torch_compile(c):
     torch = _torch()
     dev = purlin.device()
