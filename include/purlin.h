@@ -348,7 +348,8 @@ typedef struct {
 } purlin_dev_handle_t;
 
 /**
- * Fill *handle for `bytes` of purlin_mem_alloc memory at `buf` (any address inside a buffer, with
+ * Fill *handle for `bytes` of purlin_mem_alloc memory, or of a range registered with
+ * purlin_mem_register, at `buf` (any address inside a buffer, with
  * the range inside it; buf NULL and bytes 0: flags only). peer[r] is the same offset in rank r's
  * buffer. Local: no communication, any rank may call it at any time. Errors: INVALID_ARGUMENT
  * (comm or handle NULL; buf not from purlin_mem_alloc of this communicator, or the range past its

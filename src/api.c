@@ -312,7 +312,9 @@ int pl_sym_find(const struct purlin_comm *comm, const void *p, size_t bytes, uin
   for (int i = 0; i < comm->nsyms; i++) {
     const pl_sym_t *s = &comm->syms[i];
     uintptr_t b = (uintptr_t)s->base[comm->rank];
-    if (s->used && q >= b && q - b <= s->bytes && bytes <= s->bytes - (q - b)) {
+    /* q - b < bytes, not <=: a pointer just past one range (the start of the next one, back to
+     * back, as PyTorch's allocator hands them out) belongs to the next, never to this one */
+    if (s->used && q >= b && q - b < s->bytes && bytes <= s->bytes - (q - b)) {
       *id = (uint64_t)i + 1;
       *off = q - b;
       return 1;

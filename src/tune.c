@@ -99,7 +99,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->direct_ctas = 0;
   t->direct_cta_bytes = 0;
   t->direct_unroll = 8;
-  t->direct_red_batch = 8;
+  t->direct_red_batch = 4; /* finding 21: 1-4% faster than 8 (bf16), no spills */
   t->direct_stream = 0;
   t->direct_push = 0;
   t->direct_a2av = 0;

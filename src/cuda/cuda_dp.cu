@@ -585,6 +585,18 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
             ps.prof_data / (ps.prof_data_calls ? (double)ps.prof_data_calls : 1.0) / 1e3,
             ps.prof_sum[5] / n / 1e3, t / n / 1e3);
   }
+  if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
+      cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess) {
+    char b[256];
+    int o = 0;
+    for (int k = 0; k < 16; k++)
+      if (ps.dkinds[k] && o < (int)sizeof b - 24)
+        o += snprintf(b + o, sizeof b - (size_t)o, " %d:%u", k, ps.dkinds[k]);
+    if (o)
+      fprintf(stderr, "purlin profile: rank %d/%d: direct kernel calls by kinds (bit 0: a rank "
+              "stages, 1: in place, 2: no push, 3: AllToAllV rdispls not packed):%s\n",
+              comm->rank, comm->world, b);
+  }
   (void)cudaGetLastError();
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++) {
     pl_ipc_close(&dp->syms[i], comm->world);
@@ -622,7 +634,7 @@ static purlin_status_t pl_symtab_put(struct purlin_comm *comm, int id) {
     for (int r = 0; r < comm->world; r++) e[1 + r] = (uint64_t)(uintptr_t)s->base[r];
   }
   PL_RT(comm, cudaMemcpy(dp->symtab + (size_t)id * n, e, n * 8, cudaMemcpyHostToDevice),
-        "purlin_mem_alloc: device table");
+        "peer-mapped buffers: writing the device table");
   return PURLIN_OK;
 }
 
@@ -653,6 +665,7 @@ static int pl_sym_slot(struct purlin_comm *comm, const char *what) {
 /* What one rank offers in purlin_mem_register's exchange. */
 typedef struct {
   int32_t st;           /* this rank's verdict on its own arguments (0: fine) */
+  int32_t id;           /* the table slot it will use (the same everywhere, or the tables drifted) */
   int32_t device;       /* its CUDA device (an ordinal: compared only within one process) */
   uint64_t bytes, ptr;  /* its arguments */
   uint64_t off;         /* ptr's offset in its allocation */
@@ -725,6 +738,7 @@ extern "C" purlin_status_t pl_cuda_mem_register(struct purlin_comm *comm, void *
   purlin_status_t st = id < 0 ? PURLIN_ERR_NO_MEMORY : pl_reg_local(comm, ptr, bytes, &me);
   if (id < 0) memset(&me, 0, sizeof me);
   me.st = (int32_t)st;
+  me.id = id;
   purlin_status_t bs = pl_bootstrap_allgather(comm->bs, &me, all, sizeof me);
   if (bs) {
     pl_dev_leave(comm, &g);
@@ -739,6 +753,11 @@ extern "C" purlin_status_t pl_cuda_mem_register(struct purlin_comm *comm, void *
         st = pl_comm_fail(comm, PURLIN_ERR_MISMATCH,
                           "%s: ranks disagree on bytes: rank %d has %zu, rank %d has %llu", fn,
                           comm->rank, bytes, r, (unsigned long long)all[r].bytes);
+      else if (all[r].id != id)
+        st = pl_comm_fail(comm, PURLIN_ERR_MISMATCH,
+                          "%s: the ranks' tables of peer-mapped buffers differ (rank %d would use "
+                          "slot %d, rank %d slot %d): allocate, register and free in the same "
+                          "order on every rank", fn, comm->rank, id, r, (int)all[r].id);
     }
   if (st) {
     pl_dev_leave(comm, &g);
@@ -792,18 +811,15 @@ extern "C" purlin_status_t pl_cuda_mem_register(struct purlin_comm *comm, void *
 }
 
 extern "C" purlin_status_t pl_cuda_mem_deregister(struct purlin_comm *comm, void *ptr) {
-  pl_devguard_t g;
-  pl_dev_enter(comm, &g);
-  cudaError_t e = cudaDeviceSynchronize(); /* no kernel of this rank still reads a peer's memory */
-  (void)cudaGetLastError();
-  pl_dev_leave(comm, &g);
-  purlin_status_t st = pl_bootstrap_barrier(comm->bs); /* nor any peer's kernel this rank's */
-  if (st) pl_comm_fail(comm, st, "purlin_mem_deregister: %s", pl_bootstrap_last_error(comm->bs));
+  /* no kernel of this rank still reads a peer's memory (pl_cuda_mem_free synchronizes the
+   * device), then this rank's mappings of its peers' memory are closed; the barrier comes last,
+   * so that when any rank returns (and may cudaFree its memory) every importer has closed it:
+   * CUDA leaves a free before the importers' close undefined */
   purlin_status_t st2 = pl_cuda_mem_free(comm, ptr);
-  if (!st && e != cudaSuccess)
-    st = pl_comm_fail(comm, PURLIN_ERR_CUDA, "purlin_mem_deregister: waiting for the device: %s",
-                      cudaGetErrorString(e));
-  return st ? st : st2;
+  purlin_status_t st = pl_bootstrap_barrier(comm->bs);
+  if (st)
+    return pl_comm_fail(comm, st, "purlin_mem_deregister: %s", pl_bootstrap_last_error(comm->bs));
+  return st2;
 }
 
 extern "C" purlin_status_t pl_cuda_mem_alloc(struct purlin_comm *comm, size_t bytes, void **ptr) {
@@ -1319,7 +1335,8 @@ extern "C" purlin_status_t purlin_device_handle(purlin_comm_t comm, void *buf, s
   if ((buf || bytes) && (!buf || !pl_sym_find(comm, buf, bytes, &id, &off)))
     return pl_comm_fail(comm, PURLIN_ERR_INVALID_ARGUMENT,
                         "purlin_device_handle: [%p, +%zu) is not inside a buffer from "
-                        "purlin_mem_alloc of this communicator", buf, bytes);
+                        "purlin_mem_alloc or a range from purlin_mem_register of this "
+                        "communicator", buf, bytes);
   const pl_vmm_t *f = &comm->cuda->uflags;
   memset(&h, 0, sizeof h);
   h.rank = comm->rank;

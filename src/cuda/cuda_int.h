@@ -44,6 +44,9 @@ typedef struct {
   uint64_t prof_data;             /* ns: a lean reduction's consume until thread 0's first packets
                                      (of sources 0-7) were all there (the rest is work), summed */
   uint64_t prof_data_calls;       /* the calls prof_data sums */
+  /* the direct kernel's calls by what the headers said (sh.kinds, bits 0-3: some rank stages, in
+   * place, no push, AllToAllV rdispls not packed), counted by CTA 0's thread 0 */
+  uint32_t dkinds[16];
 } pl_cuda_state_t;
 #define PL_PROF_GAP_NS 100000ull
 

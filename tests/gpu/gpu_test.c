@@ -50,14 +50,14 @@ static int coll_is_v(int c) { return c >= C_AGV; }
 /* out:x: even ranks pass purlin_mem_alloc buffers, odd ranks cudaMalloc ones (the direct kernel
  * reads the ones in place, the others' staging). r = cudaMalloc memory registered with
  * purlin_mem_register (peer-mapped by CUDA IPC; each rank's pool at its own offset in its
- * allocation). */
+ * allocation); out:xr: even ranks registered, odd ranks plain cudaMalloc. */
 enum {
   B_OUT_DD, B_OUT_MM, B_OUT_DM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_MM_U, B_OUT_X,
-  B_OUT_RR, B_IN_R, B_OUT_RR_U, B_COUNT
+  B_OUT_RR, B_IN_R, B_OUT_RR_U, B_OUT_XR, B_COUNT
 };
 static const char *const k_buf[B_COUNT] = {"out:dd", "out:mm",   "out:dm", "in:d",
                                            "in:m",   "out:dd:u", "out:mm:u", "out:x",
-                                           "out:rr", "in:r",     "out:rr:u"};
+                                           "out:rr", "in:r",     "out:rr:u", "out:xr"};
 static int buf_inplace(int b) { return b == B_IN_D || b == B_IN_M || b == B_IN_R; }
 
 typedef struct {
@@ -385,7 +385,8 @@ static void buffers(const case_t *c, const lay_t *L, char **send, char **recv, c
   size_t es = pl_dtype_bytes(c->dtype);
   int x = c->buf == B_OUT_X && g_rank % 2 == 0;
   int mem = c->buf == B_OUT_MM || c->buf == B_IN_M || c->buf == B_OUT_MM_U || x;
-  int reg = c->buf == B_OUT_RR || c->buf == B_IN_R || c->buf == B_OUT_RR_U;
+  int reg = c->buf == B_OUT_RR || c->buf == B_IN_R || c->buf == B_OUT_RR_U ||
+            (c->buf == B_OUT_XR && g_rank % 2 == 0);
   char *sbuf = reg ? g_reg[0] : mem ? g_sym[0] : g_dev[0];
   char *rbuf = reg ? g_reg[1]
                : (c->buf == B_OUT_MM || c->buf == B_OUT_DM || c->buf == B_IN_M ||
@@ -505,7 +506,8 @@ static uint64_t g_case_no;
 static void add(int coll, int dtype, int op, int mode, size_t count, int buf, int vdispl) {
   case_t c = {coll, dtype, op, mode, buf, vdispl, count, 0};
   if (g_no_a2av && coll == C_A2AV) return;
-  if (!g_reg_ok && (buf == B_OUT_RR || buf == B_IN_R || buf == B_OUT_RR_U)) return;
+  if (!g_reg_ok && (buf == B_OUT_RR || buf == B_IN_R || buf == B_OUT_RR_U || buf == B_OUT_XR))
+    return;
   c.key = mix(g_seed * 1000003 + ++g_case_no);
   run_case(&c);
 }
@@ -559,7 +561,7 @@ static void matrix(int quick, int big) {
    * the others, mixed across ranks): every collective it takes, out of place, in place,
    * unaligned, three dtypes, both modes. With a small PURLIN_STAGING_BYTES they run in rounds. */
   static const int dbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U, B_OUT_DD, B_IN_D, B_OUT_DD_U,
-                              B_OUT_DM, B_OUT_X, B_OUT_RR, B_IN_R, B_OUT_RR_U};
+                              B_OUT_DM, B_OUT_X, B_OUT_RR, B_IN_R, B_OUT_RR_U, B_OUT_XR};
   for (int coll = 0; coll < C_COUNT; coll++)
     for (int b = 0; b < (int)(sizeof dbufs / sizeof dbufs[0]); b++) {
       /* (in place: not direct; AllToAllV: direct with PURLIN_DIRECT_A2AV=1) */
@@ -578,7 +580,7 @@ static void matrix(int quick, int big) {
    * output peer-mapped; no count zero, so that every rank's output is written by its peers): out
    * of place, in place, unaligned, with the ranks' sdispls different (vdispl 1) and not */
   g_nozero = 1;
-  static const int sbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U, B_OUT_RR, B_IN_R};
+  static const int sbufs[] = {B_OUT_MM, B_IN_M, B_OUT_MM_U, B_OUT_RR, B_IN_R, B_OUT_RR_U};
   for (int b = 0; b < (int)(sizeof sbufs / sizeof sbufs[0]); b++) {
     size_t n = 1500000 / g_world + 17;
     add(C_RSV, PURLIN_BF16, PURLIN_SUM, 0, n, sbufs[b], 1);
@@ -624,6 +626,7 @@ static void tiny(void) {
     add(coll, PURLIN_F32, PURLIN_SUM, 1, 33, B_OUT_DD, 1);
     add(coll, PURLIN_BF16, PURLIN_SUM, 1, 5 * big, B_OUT_DD, 0);
     add(coll, PURLIN_F32, PURLIN_MAX, 0, big, B_IN_M, 1);
+    add(coll, PURLIN_BF16, PURLIN_SUM, 1, big, B_OUT_XR, 0);
   }
 }
 
@@ -809,7 +812,8 @@ static void reg_errors(void) {
  * and throughput sizes, staged and zero copy, in place and not. */
 static void devcounts_eager(void) {
   static const size_t sizes[] = {1, 33, 1000, 4099, 300007, 1500000};
-  static const int bufs[] = {B_OUT_DD, B_OUT_MM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_DM};
+  static const int bufs[] = {B_OUT_DD, B_OUT_MM, B_IN_D, B_IN_M, B_OUT_DD_U, B_OUT_DM, B_OUT_RR,
+                             B_IN_R};
   static const int dtypes[] = {PURLIN_F32, PURLIN_BF16, PURLIN_I32};
   double t0 = now_s();
   uint64_t n0 = g_case_no;

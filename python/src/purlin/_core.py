@@ -613,29 +613,44 @@ class Communicator:
         caching allocator (not its expandable segments) and other cudaMalloc memory. Collective:
         every rank calls it, in the same order, with a tensor of the same size. Blocking, not
         capturable: register once (a model's activation or bucket buffers), reuse many times, and
-        deregister(x) before the tensor's memory can be freed (a peer may read it until then);
-        keep x referenced meanwhile. CUDA datapath only."""
+        deregister(x) on every rank before the tensor's memory can be freed (a peer may read it
+        until then); x is kept referenced meanwhile. CUDA datapath only."""
         if not self._cuda:
             raise RuntimeError("register: needs the CUDA datapath (on the host datapath, "
                                "peer-accessible memory comes from purlin.empty())")
-        v = A.view(x, "x")
-        if not v.is_cuda:
-            raise ValueError("register: x is %s memory, not a CUDA tensor" % v.where())
-        nbytes = v.count * v.esize
-        if nbytes == 0:
-            raise ValueError("register: x is empty")
+        try:
+            v = A.view(x, "x")
+            if not v.is_cuda:
+                raise ValueError("register: x is %s memory, not a CUDA tensor" % v.where())
+            nbytes = v.count * v.esize
+            if nbytes == 0:
+                raise ValueError("register: x is empty")
+        except (TypeError, ValueError):
+            # refused here: the library still takes part in the exchange (a NULL pointer), so
+            # that every rank fails, naming this one, instead of waiting for it
+            try:
+                self._c.mem_register(0, 0)
+            except _C.PurlinError:
+                pass
+            raise
         self._c.mem_register(v.ptr, nbytes)
         self._regs[v.ptr] = (nbytes, x)
 
     def deregister(self, x):
-        """Undo register(x). Collective (every rank, same order); waits for this rank's GPU work
-        and for every rank to arrive, so that no peer still reads x when it returns."""
+        """Undo register(x). Collective (every rank, same order); waits for this rank's GPU work,
+        closes its mappings of the peers' memory and waits for every rank, so that no peer still
+        reads or maps x when it returns."""
         ptr = A.view(x, "x").ptr
         if ptr not in self._regs:
+            # the library refuses it too, on every rank (naming this one)
+            try:
+                self._c.mem_deregister(ptr)
+            except _C.PurlinError:
+                pass
             raise ValueError("deregister: x is not a tensor passed to register() (or was "
                              "deregistered)")
+        self._c.mem_deregister(ptr)  # on failure the registration (and x's reference) stays
         del self._regs[ptr]
-        self._c.mem_deregister(ptr)
 
 
 def _torch_dist():
