@@ -20,6 +20,7 @@
 #        against PURLIN_DIRECT_PUSH=0, zero copy, world 8 (AllToAll beside it);
 #   reg: cudaMalloc buffers registered with purlin_mem_register (zero copy through CUDA IPC),
 #        64 MiB-1 GiB, world 8: against stg's staged rows and the purlin_mem_alloc rows;
+#   w4, w2: the seven tools on purlin_mem_alloc buffers, 64 MiB-1 GiB, at world 4 / 2;
 #   kinds: the direct kernel's calls by what the headers said (PURLIN_PROFILE's kinds line):
 #        does AllToAllV / ReduceScatterV spread, on purlin_mem_alloc buffers, 64 MiB, world 8;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
@@ -83,6 +84,7 @@ for p in $PARTS; do
         ARGS="--mem purlin" ;;
   reg) q reg CONFIGS="-" TOOLS="testAR testAG testRS testA2A testAGV testRSV" B=64M E=1G F=4 \
         ARGS="--mem reg" ;;
+  w4|w2) q "$p" CONFIGS="-" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW="${p#w}" ;;
   kinds) q kinds CONFIGS="DIRECT_A2AV=1,PROFILE=1" TOOLS="testA2AV testRSV testAR" B=64M E=64M \
           ARGS="--mem purlin" ;;
   a2sp) q a2sp CONFIGS="DIRECT_A2AV=1 DIRECT_A2AV=1,DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
