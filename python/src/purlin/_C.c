@@ -219,18 +219,24 @@ static PyObject *comm_mem_alloc(CommObject *self, PyObject *arg) {
   return PyLong_FromVoidPtr(p);
 }
 
-static PyObject *comm_mem_free(CommObject *self, PyObject *arg) {
+/* purlin_mem_free / purlin_mem_deregister(comm, address): one pointer, the GIL released. */
+static PyObject *comm_ptr_call(CommObject *self, PyObject *arg,
+                               purlin_status_t (*fn)(purlin_comm_t, void *), const char *name) {
   if (!comm_ok(self)) return NULL;
   void *p = PyLong_AsVoidPtr(arg);
   if (PyErr_Occurred()) return NULL;
   purlin_status_t st;
   self->busy++;
   Py_BEGIN_ALLOW_THREADS
-  st = purlin_mem_free(self->comm, p);
+  st = fn(self->comm, p);
   Py_END_ALLOW_THREADS
   self->busy--;
-  if (st) return raise_status(st, "purlin_mem_free", self->comm);
+  if (st) return raise_status(st, name, self->comm);
   Py_RETURN_NONE;
+}
+
+static PyObject *comm_mem_free(CommObject *self, PyObject *arg) {
+  return comm_ptr_call(self, arg, purlin_mem_free, "purlin_mem_free");
 }
 
 static PyObject *comm_mem_register(CommObject *self, PyObject *args) {
@@ -248,17 +254,7 @@ static PyObject *comm_mem_register(CommObject *self, PyObject *args) {
 }
 
 static PyObject *comm_mem_deregister(CommObject *self, PyObject *arg) {
-  if (!comm_ok(self)) return NULL;
-  void *p = PyLong_AsVoidPtr(arg);
-  if (PyErr_Occurred()) return NULL;
-  purlin_status_t st;
-  self->busy++;
-  Py_BEGIN_ALLOW_THREADS
-  st = purlin_mem_deregister(self->comm, p);
-  Py_END_ALLOW_THREADS
-  self->busy--;
-  if (st) return raise_status(st, "purlin_mem_deregister", self->comm);
-  Py_RETURN_NONE;
+  return comm_ptr_call(self, arg, purlin_mem_deregister, "purlin_mem_deregister");
 }
 
 /* ---- collectives ------------------------------------------------------------------------------ */
