@@ -1189,8 +1189,10 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
    * not mix with the lean and SNAC kernels' */
   uint64_t dpiece = 0, dslot = 0, drounds = 0; /* the direct kernel's plan (below) */
+  /* (send == recv, not in_place: a rank with nothing to move is "out of place" for the copies,
+   * but its in-place peers do not take this kernel, so neither may it) */
   const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
-                          comm->tune.direct_a2av && !in_place && !dcounts &&
+                          comm->tune.direct_a2av && !in_place && send != recv && !dcounts &&
                           pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot,
                                          &drounds);
   /* (device counts: checked there; the direct AllToAllV: the device plans its rounds, and fails
