@@ -224,6 +224,13 @@ static void pl_ipc_close(pl_vmm_t *v, int world) {
   (void)cudaGetLastError();
 }
 
+/* A table slot's mappings released, whichever kind it holds (a registered range's IPC mappings, a
+ * purlin_mem_alloc buffer's cuMem ones). */
+static void pl_sym_release(struct pl_cuda_dp *dp, pl_vmm_t *v, int world, int rank) {
+  pl_ipc_close(v, world);
+  if (v->reserved || v->h[rank]) pl_vmm_free(dp, v, world);
+}
+
 /* This rank's part: create, export. */
 static purlin_status_t pl_vmm_local(struct purlin_comm *comm, pl_vmm_t *v, size_t bytes,
                                     int *fd) {
@@ -570,8 +577,9 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   pl_ce_fini(dp->ce);
   dp->ce = NULL;
   pl_cuda_state_t ps;
-  if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
-      cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess && ps.prof_seen) {
+  const int prof = pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
+                   cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess;
+  if (prof && ps.prof_seen) {
     double n = ps.prof_calls ? (double)ps.prof_calls : 1.0, t = 0;
     for (int i = 0; i < PL_PROF_N; i++) t += (double)ps.prof_sum[i];
     fprintf(stderr,
@@ -585,8 +593,7 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
             ps.prof_data / (ps.prof_data_calls ? (double)ps.prof_data_calls : 1.0) / 1e3,
             ps.prof_sum[5] / n / 1e3, t / n / 1e3);
   }
-  if (pl_param_int(PL_PARAM_PROFILE) > 0 && dp->state &&
-      cudaMemcpy(&ps, dp->state, sizeof ps, cudaMemcpyDeviceToHost) == cudaSuccess) {
+  if (prof) {
     char b[256];
     int o = 0;
     for (int k = 0; k < 16; k++)
@@ -598,10 +605,8 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
               comm->rank, comm->world, b);
   }
   (void)cudaGetLastError();
-  for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++) {
-    pl_ipc_close(&dp->syms[i], comm->world);
-    if (dp->syms[i].reserved || dp->syms[i].h[comm->rank]) pl_vmm_free(dp, &dp->syms[i], comm->world);
-  }
+  for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
+    pl_sym_release(dp, &dp->syms[i], comm->world, comm->rank);
   pl_vmm_free(dp, &dp->ws, comm->world);
   pl_vmm_free(dp, &dp->uflags, comm->world);
   pl_vmm_free(dp, &dp->dflags, comm->world);
@@ -860,9 +865,7 @@ extern "C" purlin_status_t pl_cuda_mem_free(struct purlin_comm *comm, void *ptr)
     (void)cudaGetLastError();
     memset(s, 0, sizeof(*s));
     purlin_status_t st = dp ? pl_symtab_put(comm, i) : PURLIN_OK;
-    if (dp) pl_ipc_close(&dp->syms[i], comm->world);
-    if (dp && (dp->syms[i].reserved || dp->syms[i].h[comm->rank]))
-      pl_vmm_free(dp, &dp->syms[i], comm->world);
+    if (dp) pl_sym_release(dp, &dp->syms[i], comm->world, comm->rank);
     pl_dev_leave(comm, &g);
     return st;
   }
@@ -1189,10 +1192,10 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
    * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
    * not mix with the lean and SNAC kernels' */
   uint64_t dpiece = 0, dslot = 0, drounds = 0; /* the direct kernel's plan (below) */
-  /* (send == recv, not in_place: a rank with nothing to move is "out of place" for the copies,
+  /* (send != recv, not !in_place: a rank with nothing to move is "out of place" for the copies,
    * but its in-place peers do not take this kernel, so neither may it) */
   const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
-                          comm->tune.direct_a2av && !in_place && send != recv && !dcounts &&
+                          comm->tune.direct_a2av && send != recv && !dcounts &&
                           pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot,
                                          &drounds);
   /* (device counts: checked there; the direct AllToAllV: the device plans its rounds, and fails
