@@ -8,6 +8,8 @@
 
 /* Header: PL_HDR_FIXED words plus three arrays of `world` words (V counts). One packet per word. */
 #define PL_HDR_FIXED 8
+/* The tiny kernel's largest block: its words times its CTAs stay below 2^32 (lean.cu) */
+#define PL_TINY_MAX_BYTES (1u << 20)
 PL_HD uint64_t pl_hdr_words(int world) { return PL_HDR_FIXED + 3 * (uint64_t)world; }
 
 /* Geometry of the symmetric workspace; identical on every rank (checked at init). */
@@ -51,6 +53,11 @@ typedef struct {
                            2: except the V collectives */
   uint64_t lean_pkts;   /* CUDA lean kernel: received packets per thread before adding a CTA */
   uint64_t lean_ctas;   /* CUDA lean kernel: most CTAs of a call */
+  uint64_t tiny;        /* CUDA: the lean kernel's small fixed-collective calls run the tiny kernel
+                           (lean.cu: one-shot AllReduce, ReduceScatter, AllGather, AllToAll) */
+  uint64_t tiny_max;    /* CUDA tiny kernel: largest block (bytes; at most PL_TINY_MAX_BYTES) */
+  uint64_t tiny_words;  /* CUDA tiny kernel: 8-byte words of a block per thread before adding a CTA
+                           (at most lean_ctas) */
   uint64_t direct;      /* CUDA: calls on purlin_mem_alloc buffers above the packet sizes run the
                            direct kernel (direct.cu) */
   uint64_t direct_min;  /* CUDA direct kernel: only calls of at least this many bytes (the

@@ -21,6 +21,9 @@ static void pl_tune_set(pl_tune_t *t, int id, int64_t v) {
   case PL_PARAM_LEAN: t->lean = v == 2 ? 2 : v != 0; break;
   case PL_PARAM_LEAN_PKTS: t->lean_pkts = u; break;
   case PL_PARAM_LEAN_CTAS: t->lean_ctas = v > 1024 ? 1024 : u; break;
+  case PL_PARAM_TINY: t->tiny = v != 0; break;
+  case PL_PARAM_TINY_MAX_BYTES: t->tiny_max = u > PL_TINY_MAX_BYTES ? PL_TINY_MAX_BYTES : u; break;
+  case PL_PARAM_TINY_WORDS: t->tiny_words = v > 1024 ? 1024 : u; break;
   case PL_PARAM_DIRECT: t->direct = v != 0; break;
   case PL_PARAM_DIRECT_MIN_BYTES: t->direct_min = u; break;
   case PL_PARAM_DIRECT_CTAS: t->direct_ctas = v > 128 ? 128 : u; break;
@@ -50,6 +53,8 @@ static const struct {
     {PL_PARAM_STAGING_BYTES, 1},     {PL_PARAM_LANE_BYTES, 1},
     {PL_PARAM_POLL_BACKOFF_NS, 0},   {PL_PARAM_LEAN, 0},
     {PL_PARAM_LEAN_PKTS, 1},         {PL_PARAM_LEAN_CTAS, 1},
+    {PL_PARAM_TINY, 0},              {PL_PARAM_TINY_MAX_BYTES, 1},
+    {PL_PARAM_TINY_WORDS, 1},
     {PL_PARAM_DIRECT, 0},            {PL_PARAM_DIRECT_MIN_BYTES, 1},
     {PL_PARAM_DIRECT_CTAS, 1},       {PL_PARAM_DIRECT_CTA_BYTES, 1},
     {PL_PARAM_DIRECT_UNROLL, 1},     {PL_PARAM_DIRECT_STREAM, 0},
@@ -94,6 +99,9 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->lean = 0; /* CUDA only */
   t->lean_pkts = 0;
   t->lean_ctas = 0;
+  t->tiny = 0;
+  t->tiny_max = 0;
+  t->tiny_words = 0;
   t->direct = 0; /* CUDA only */
   t->direct_min = 0;
   t->direct_ctas = 0;
@@ -130,6 +138,12 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
     t->lean_ctas = 128 / (uint64_t)world > 16 ? 16 : 128 / (uint64_t)world;
     if (t->lean_ctas < 1) t->lean_ctas = 1;
+    /* The tiny kernel (docs/tuning.md, finding 26): the fixed collectives' small calls on a
+     * kernel whose executed path is a few KB; a CTA per 256 words of a block (the ideal one-shot
+     * AllReduce's best at 8 KiB: 4 CTAs), blocks up to 64 KiB (one-shot's largest) */
+    t->tiny = 1;
+    t->tiny_max = 64 * 1024;
+    t->tiny_words = 1;
     /* The direct kernel (docs/tuning.md, findings 17-18): every call of the collectives it runs
      * that the lean kernel does not take, on any buffers; as many CTAs as stay resident with
      * every rank's (clamped in pl_cuda_residency), at most 64, one per 256 KiB of the call */

@@ -1225,6 +1225,15 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
     grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }
+  /* Of those, the small calls of the fixed collectives run the tiny kernel (lean.cu, the same wire
+   * format): a CTA per threads * tiny_words words of a block, at most lean_ctas */
+  const int tiny = lean && comm->tune.tiny && pl_tiny_takes(x, comm->tune.tiny_max);
+  if (tiny) {
+    uint64_t per = (uint64_t)threads * (comm->tune.tiny_words ? comm->tune.tiny_words : 1);
+    uint64_t want = ((call->count * call->esize + 7) / 8 + per - 1) / per;
+    uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
+    grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
+  }
   /* Calls of the collectives the direct kernel runs that the lean kernel does not take run the
    * direct kernel (direct.cu): every rank's CTA c reads part c of its peers' purlin_mem_alloc
    * buffers, or of their staging where a peer's buffer is not peer-mapped (that peer copies its
@@ -1269,7 +1278,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
       x->zc_recv = 1;
   }
   PL_TRACE("%s: count %llu: %s kernel, %d CTAs of %d threads", pl_coll_name(call->coll),
-           (unsigned long long)call->count, direct ? "direct" : lean ? "lean packet" : "SNAC",
+           (unsigned long long)call->count,
+           direct ? "direct" : tiny ? "tiny" : lean ? "lean packet" : "SNAC",
            grid, threads);
   if (!dcounts) x->c.scounts = x->c.sdispls = x->c.rcounts = x->c.rdispls = NULL;
   args.state = dp->state;
@@ -1305,6 +1315,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   if (lean) dp->last_lean_grid = grid;
   args.pdl = (pdl ? PL_PDL_WAIT : 0) | (one ? PL_PDL_RELEASE : 0);
   cudaError_t e = direct ? pl_cuda_direct_launch(&args, grid, (cudaStream_t)stream)
+                  : tiny ? pl_cuda_tiny_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
                   : lean ? pl_cuda_lean_launch(&args, grid, threads, pdl, (cudaStream_t)stream)
                          : dp->launch(&args, grid, threads, (cudaStream_t)stream);
   pl_dev_leave(comm, &g);

@@ -49,6 +49,20 @@ int pl_lean_takes(const pl_snac_t *x) {
   }
 }
 
+int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max) {
+  const pl_call_t *c = &x->c;
+  if (c->counts_dev || !c->count || c->count * c->esize > tiny_max ||
+      c->count * c->esize > PL_TINY_MAX_BYTES)
+    return 0;
+  switch (c->coll) {
+  case PL_COLL_ALL_REDUCE: return x->plan.ar_oneshot;
+  case PL_COLL_REDUCE_SCATTER:
+  case PL_COLL_ALL_GATHER:
+  case PL_COLL_ALL_TO_ALL: return 1;
+  default: return 0;
+  }
+}
+
 uint64_t pl_lean_work_packets(const pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   const int w = c->world, r = c->rank;
@@ -137,12 +151,16 @@ static __device__ __noinline__ pl_lean_chk_t pl_lean_check(pl_wait_t wt, uint64_
   c.st = pl_wait_check(&wt, &c.deadline);
   return c;
 }
+/* The tiny kernel's check: pl_lean_check's, then the peers' headers (defined with the kernel). */
+static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_t deadline,
+                                                           const pl_snac_t *X, pl_lean_sh_t *sh);
 /* Poll the packets of `pend` (a bit per slot u of q/dv/fv) until all carry `flag`: every round
  * reloads every pending packet at once, so packets that arrive together cost one round trip, not
  * one each; with PURLIN_POLL_BACKOFF_NS a __nanosleep between rounds (off by default: finding 14's
  * experiment). On failure: records it (peer: the first pending slot's source sv[u]) and returns from
- * the enclosing function. */
-#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what)                              \
+ * the enclosing function. hdrs (a constant): the tiny kernel's check, which also looks at the peers'
+ * headers (pl_tiny_check). */
+#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what, hdrs)                        \
   do {                                                                                             \
     uint32_t spins_ = 0;                                                                           \
     uint64_t deadline_ = 0;                                                                        \
@@ -155,7 +173,8 @@ static __device__ __noinline__ pl_lean_chk_t pl_lean_check(pl_wait_t wt, uint64_
           (pend) &= ~(1u << u_);                                                                   \
       if ((pend) && (wt)->backoff) __nanosleep((wt)->backoff); /* PURLIN_POLL_BACKOFF_NS */        \
       if ((pend) && (++spins_ & PL_SPIN_CHECK) == 0) {                                             \
-        pl_lean_chk_t c_ = pl_lean_check(*(wt), deadline_);                                        \
+        pl_lean_chk_t c_ = (hdrs) ? pl_tiny_check(*(wt), deadline_, X, (sh))                      \
+                                  : pl_lean_check(*(wt), deadline_);                               \
         deadline_ = c_.deadline;                                                                   \
         if (c_.st) {                                                                               \
           int peer_ = -1;                                                                          \
@@ -248,7 +267,7 @@ PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u] && !pl_ready(fv[u], flag, PL_READY_EPOCH)) pend |= 1u << u;
-    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what);
+    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what, 0);
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u]) pl_lean_unpack(sh->idst[sv[u]], sh->ib[sv[u]], iv[u], dv[u]);
@@ -293,7 +312,7 @@ PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, u
 #pragma unroll
       for (int u = 0; u < 8; u++)
         if ((pend >> u & 1u) && pl_ready(fv[u], flag, PL_READY_EPOCH)) pend &= ~(1u << u);
-      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "reduce packets");
+      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "reduce packets", 0);
       if (stamp) { /* PURLIN_PROFILE: thread 0's first packets are here */
         pl_lean_prof_data = pl_globaltimer();
         stamp = 0;
@@ -318,6 +337,12 @@ PL_DEV void pl_lean_reduce(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, u
 PL_DEV void pl_lean_mis(pl_lean_sh_t *sh) {
   atomicExch(&sh->mis, 1);
   atomicExch((int *)&sh->stop, 1); /* the data waits stop: a peer that disagrees may not send */
+}
+
+/* Rank s's header words 0 (a) and 1 (n, the count; V: not compared here) against mine: the
+ * fields, the count, a direct peer (these kernels are not). */
+PL_DEV int pl_lean_hdr_differs(uint64_t a, uint64_t n, uint64_t myh0, uint64_t count, int v) {
+  return ((a ^ myh0) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) || (!v && n != count);
 }
 
 /* Peer s's header says it reads some peer's buffers directly (zero copy: a SNAC-kernel rank in an
@@ -430,6 +455,27 @@ static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, p
   /* every CTA stops; CTA 0 (lane 0) records the verdict */
   if (st == PURLIN_ERR_MISMATCH && blockIdx.x == 0) st = pl_lean_verdict(args, sh, epoch);
   pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
+}
+
+/* Thread 0 of every CTA, after the CTA's barrier: the call's status (a failure reported), the
+ * profile (prof_t: PURLIN_PROFILE's stamps, or NULL), and the last CTA to end advances the device
+ * epoch. */
+PL_DEV void pl_lean_end(const pl_cuda_args_t *args, pl_lean_sh_t *sh, uint64_t epoch,
+                        const uint64_t *prof_t) {
+  int st = sh->aborted ? PURLIN_ERR_REMOTE : sh->err ? sh->err : sh->mis ? PURLIN_ERR_MISMATCH : 0;
+  if (sh->mis && (!sh->err || sh->err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
+  if (st) pl_lean_report(args, sh, st, epoch);
+  if (prof_t && !st && !sh->aborted) /* SNAC's phases */
+    pl_dev_prof_add(args->state, prof_t, pl_lean_prof_data);
+  if (gridDim.x == 1) {
+    *(volatile uint64_t *)&args->state->epoch = epoch + 1;
+  } else {
+    __threadfence();
+    if (atomicAdd(&args->state->exit_count, 1u) == gridDim.x - 1) {
+      args->state->exit_count = 0;
+      *(volatile uint64_t *)&args->state->epoch = epoch + 1;
+    }
+  }
 }
 
 /* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers (AllGather(V),
@@ -564,9 +610,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         }
       }
       if (st) pl_lean_fail(&sh, st, tid, "the call's header");
-      else if (((a ^ myh0) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ||
-               (!V && n != c->count))
-        pl_lean_mis(&sh); /* the fields, the count, a direct peer (this kernel is not) */
+      else if (pl_lean_hdr_differs(a, n, myh0, c->count, V)) pl_lean_mis(&sh);
       else if (V && blockIdx.x == 0 && tid != r && (a >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
         pl_lean_zc_done(X, &sh, tid, r, f1);
     }
@@ -588,28 +632,228 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   }
   __syncthreads();
   if (prof) prof_t[4] = pl_globaltimer();
-  if (tid == 0) {
-    int st = sh.aborted ? PURLIN_ERR_REMOTE : sh.err ? sh.err : sh.mis ? PURLIN_ERR_MISMATCH : 0;
-    if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
-    if (st) pl_lean_report(&args, &sh, st, epoch);
-    if (prof && !st && !sh.aborted) /* SNAC's phases */
-      pl_dev_prof_add(args.state, prof_t, pl_lean_prof_data);
-    if (gridDim.x == 1) {
-      *(volatile uint64_t *)&args.state->epoch = epoch + 1;
-    } else {
-      __threadfence();
-      if (atomicAdd(&args.state->exit_count, 1u) == gridDim.x - 1) {
-        args.state->exit_count = 0;
-        *(volatile uint64_t *)&args.state->epoch = epoch + 1;
+  if (tid == 0) pl_lean_end(&args, &sh, epoch, prof ? prof_t : NULL);
+}
+
+/* ---- the tiny kernel ------------------------------------------------------------------------
+ * The small calls of the fixed collectives (one-shot AllReduce, ReduceScatter, AllGather,
+ * AllToAll, every block at most tune.tiny_max bytes): the lean kernel's wire format (header
+ * packets [0, hw), data packets from hw, flag f1), with an executed path of a few KB. A small
+ * call's cost above the ideal datapath is mostly code run cold (docs/tuning.md, finding 23: ~0.18
+ * us per KB executed), so this kernel keeps only what such a call needs: no per-peer tables (every
+ * block is b bytes at send + d * sstr, landing at recv + s * rstr), no 64-bit divisions, no
+ * header phase: CTA 0's threads 0..world-1 load the peers' headers before the data and compare
+ * them after (a peer that disagrees and never sends is found by the polls' slow path,
+ * pl_tiny_check), and each thread pushes, then consumes, the same words [lo, hi) of its CTA, so
+ * that in place it reads every word before it overwrites it without a barrier. The reduction is
+ * acc.cuh's, in ascending rank order: the lean kernel's bits. The idea of a minimal one-shot
+ * kernel follows TensorRT-LLM's and vLLM's custom all-reduce; the code is purlin's. */
+
+static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_t deadline,
+                                                           const pl_snac_t *X, pl_lean_sh_t *sh) {
+  pl_lean_chk_t c = pl_lean_check(wt, deadline);
+  if (c.st) return c;
+  const int w = X->c.world, r = X->c.rank;
+  const uint64_t par = sh->epoch & 1, f1 = sh->epoch * PL_EPOCH_STRIDE + 1;
+  const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
+  for (int s = 0; s < w; s++) {
+    if (s == r) continue;
+    const pl_pkt_t *q = PL_LEAN_WIN(sh, r, s);
+    uint64_t a, fa, n, fn;
+    pl_ld_pkt(q, &a, &fa);
+    pl_ld_pkt(q + 1, &n, &fn);
+    if (pl_ready(fa, f1, PL_READY_EPOCH) && pl_ready(fn, f1, PL_READY_EPOCH) &&
+        pl_lean_hdr_differs(a, n, myh0, X->c.count, 0)) {
+      pl_lean_mis(sh); /* stops every wait of this CTA; CTA 0 names the field at its end */
+      c.st = PL_WAIT_GROUP;
+      break;
+    }
+  }
+  return c;
+}
+
+/* Word i of my blocks for every peer, as packets (flag) at base + 16 i of my window at each peer:
+ * a word at an unaligned address or past a block's end (the cold path, out of line). */
+static __device__ __noinline__ void pl_tiny_push_slow(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
+                                                      int r, uint64_t b, uint64_t sstr,
+                                                      uint64_t base, uint64_t flag, uint32_t i) {
+  for (int j = 1; j < w; j++) {
+    const int d = r + j < w ? r + j : r + j - w;
+    pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i,
+              pl_pkt_pack(X->send + (uint64_t)d * sstr, b, i), flag);
+  }
+}
+
+/* Consume words [lo, hi) of every source's block: reduce them with my own (DT >= 0: into recv,
+ * sources in rank order) or unpack them to recv + s * rstr (and my own block's words to mine).
+ * Every block's word i is whole and aligned (al) but the last one, if partial: one test per word,
+ * not one per packet. */
+template <int DT, int OP>
+PL_DEV void pl_tiny_consume(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
+                            uint32_t lo, uint32_t hi, uint64_t b, uint64_t sstr, uint64_t rstr,
+                            uint64_t hw, uint64_t flag, const pl_wait_t *wt) {
+  const int op = OP >= 0 ? OP : X->c.op;
+  const uint64_t win = X->geom.pkt_win;
+  const char *mywin = sh->ws[r] + X->geom.pkt_off + par * (uint64_t)w * win + hw * 16;
+  const char *own = X->send + (uint64_t)r * sstr;
+  char *mine_at = X->recv + (uint64_t)r * rstr;
+  const int al = !(((uintptr_t)X->send | (uintptr_t)X->recv | sstr | rstr) & 7);
+  for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const int fast = al && 8 * (uint64_t)i + 8 <= b;
+    const uint64_t mine =
+        fast ? *(const uint64_t *)(own + 8 * (uint64_t)i) : pl_lean_pack_slow(own, b, i);
+    pl_lacc_t acc;
+    for (int s0 = 0; s0 < w; s0 += 8) {
+      uint64_t dv[8], fv[8];
+      const pl_pkt_t *q[8];
+      int sv[8];
+      uint32_t pend = 0;
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int s = s0 + u;
+        sv[u] = s;
+        q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
+        if (s < w && s != r) {
+          pl_ld_pkt(q[u], &dv[u], &fv[u]);
+          pend |= 1u << u;
+        }
       }
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if ((pend >> u & 1u) && fv[u] == flag) pend &= ~(1u << u);
+      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1);
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int s = s0 + u;
+        if (s >= w) break;
+        if constexpr (DT >= 0) {
+          pl_lacc_put<DT>(&acc, s == r ? mine : dv[u], op, s == 0);
+        } else if (s != r) {
+          char *dst = X->recv + (uint64_t)s * rstr;
+          if (fast) *(uint64_t *)(dst + 8 * (uint64_t)i) = dv[u];
+          else pl_lean_unpack_slow(dst, b, i, dv[u]);
+        }
+      }
+    }
+    uint64_t out = mine;
+    char *dst = mine_at;
+    if constexpr (DT >= 0) {
+      out = pl_lacc_get<DT>(&acc, op, w);
+      dst = X->recv;
+    }
+    if (DT >= 0 || own != mine_at) {
+      if (fast) *(uint64_t *)(dst + 8 * (uint64_t)i) = out;
+      else pl_lean_unpack_slow(dst, b, i, out);
     }
   }
 }
 
-/* One instantiation, with programmatic dependent launch when pdl (the attribute), else plainly. */
-template <int DT, int V, int OP>
-static cudaError_t pl_lean_go(const pl_cuda_args_t *args, int grid, int threads, int pdl,
-                              cudaStream_t s) {
+/* DT: the reduction's dtype (one-shot AllReduce, ReduceScatter), -1 for AllGather and AllToAll;
+ * OP: the op as a constant (SUM), -1: the call's. */
+template <int DT, int OP>
+__global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
+    pl_tiny_kernel(const __grid_constant__ pl_cuda_args_t args) {
+  __shared__ pl_lean_sh_t sh;
+  const pl_snac_t *X = &args.x;
+  const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
+  const uint32_t nt = blockDim.x;
+  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
+  if (tid == 0) {
+    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
+    sh.stop = 0;
+    sh.err = 0;
+    sh.err_peer = -1;
+    sh.err_what = NULL;
+    sh.mis = 0;
+  }
+  if (tid == (nt > 32 ? 32 : 0))
+    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
+  if (tid < w) sh.ws[tid] = X->ws[tid];
+  /* every block is b bytes: my block for peer d at send + d * sstr (AllReduce, AllGather: the
+   * same for all), source s's lands at recv + s * rstr (reductions: mine, at recv) */
+  const int coll = X->c.coll;
+  const uint64_t b = X->c.count * X->c.esize, hw = pl_hdr_words(w);
+  const uint64_t sstr = coll == PL_COLL_ALL_TO_ALL || coll == PL_COLL_REDUCE_SCATTER ? b : 0;
+  const uint64_t rstr = coll == PL_COLL_ALL_TO_ALL || coll == PL_COLL_ALL_GATHER ? b : 0;
+  /* this CTA's words [lo, hi) of every block (32-bit: tiny_max keeps words * grid below 2^32) */
+  const uint32_t n = (uint32_t)((b + 7) / 8);
+  const uint32_t lo = n * blockIdx.x / gridDim.x, hi = n * (blockIdx.x + 1) / gridDim.x;
+  const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
+  __syncthreads();
+  const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
+  pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
+  pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
+                  args.timeout_ns, 0, args.backoff_ns};
+  if (!sh.aborted) {
+    /* notify: CTA 0 the header (SNAC's words 0, count and world, the rest 0: every rank's whole
+     * header is what a verdict reads), every CTA its words of my block for every peer */
+    if (blockIdx.x == 0)
+      for (uint32_t q = tid; q < (uint32_t)hw; q += nt) {
+        const uint64_t v = q == 0 ? myh0 : q == 1 ? X->c.count : q == 6 ? (uint64_t)w : 0;
+        for (int j = 1; j < w; j++) {
+          const int d = r + j < w ? r + j : r + j - w;
+          pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
+        }
+      }
+    const uint64_t base = X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win +
+                          hw * 16;
+    const int al = !(((uintptr_t)X->send | sstr) & 7);
+    for (uint32_t i = lo + tid; i < hi; i += nt) {
+      if (!al || 8 * (uint64_t)i + 8 > b) {
+        pl_tiny_push_slow(X, &sh, w, r, b, sstr, base, f1, i);
+        continue;
+      }
+      for (int j0 = 1; j0 < w; j0 += 8) { /* every load in flight before the first store */
+        uint64_t v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
+          if (j0 + u < w) v[u] = *(const uint64_t *)(X->send + (uint64_t)d * sstr + 8 * (uint64_t)i);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
+          if (j0 + u < w) pl_st_pkt(sh.ws[d] + base + 16 * (uint64_t)i, v[u], f1);
+        }
+      }
+    }
+    if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) /* one CTA: its packets are out (no barrier: */
+      pl_grid_dep_launch(); /* the dependents wait for this kernel's end before any access) */
+    /* agree, begun: CTA 0's threads 0..world-1 load their peer's header words 0 and 1 now and
+     * compare them after the data (pl_tiny_check compares them in the slow path of the polls) */
+    const int hchk = blockIdx.x == 0 && tid < w && tid != r;
+    const pl_pkt_t *hq = PL_LEAN_WIN(&sh, r, hchk ? tid : 0);
+    uint64_t ha = 0, hn = 0, fa = f1, fn = f1;
+    if (hchk) {
+      pl_ld_pkt(hq, &ha, &fa);
+      pl_ld_pkt(hq + 1, &hn, &fn);
+    }
+    pl_tiny_consume<DT, OP>(X, &sh, w, r, par, lo, hi, b, sstr, rstr, hw, f1, &wd);
+    if (hchk) {
+      pl_wait_t wh = wd;
+      wh.group = NULL; /* a header wait ends only with its header (or abort, deadline) */
+      int st = 0;
+      if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
+        pl_lean_got_t g = pl_lean_wait(hq, f1, wh);
+        st = g.st;
+        ha = g.data;
+      }
+      if (!st && !pl_ready(fn, f1, PL_READY_EPOCH)) {
+        pl_lean_got_t g = pl_lean_wait(hq + 1, f1, wh);
+        st = g.st;
+        hn = g.data;
+      }
+      if (st) pl_lean_fail(&sh, st, tid, "the call's header");
+      else if (pl_lean_hdr_differs(ha, hn, myh0, X->c.count, 0)) pl_lean_mis(&sh);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) pl_lean_end(&args, &sh, epoch, NULL);
+}
+
+/* One kernel, with programmatic dependent launch when pdl (the attribute), else plainly. */
+static cudaError_t pl_lean_go(void (*k)(const pl_cuda_args_t), const pl_cuda_args_t *args,
+                              int grid, int threads, int pdl, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -620,7 +864,7 @@ static cudaError_t pl_lean_go(const pl_cuda_args_t *args, int grid, int threads,
   cfg.stream = s;
   cfg.attrs = at;
   cfg.numAttrs = pdl ? 1 : 0;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, pl_lean_kernel<DT, V, OP>, *args);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, k, *args);
   (void)cudaGetLastError(); /* returned here, not left for the next launch's check */
   return e;
 }
@@ -642,14 +886,30 @@ cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int thread
   switch (dt) {
 #define PL_LEAN_CASE_(name, suffix, bytes)                                                         \
   case PURLIN_##name:                                                                              \
-    if (v && sum) return pl_lean_go<PURLIN_##name, 1, PURLIN_SUM>(args, grid, threads, pdl, s);   \
-    if (v) return pl_lean_go<PURLIN_##name, 1, -1>(args, grid, threads, pdl, s);                   \
-    if (sum) return pl_lean_go<PURLIN_##name, 0, PURLIN_SUM>(args, grid, threads, pdl, s);         \
-    return pl_lean_go<PURLIN_##name, 0, -1>(args, grid, threads, pdl, s);
+    return pl_lean_go(v && sum ? pl_lean_kernel<PURLIN_##name, 1, PURLIN_SUM>                      \
+                      : v      ? pl_lean_kernel<PURLIN_##name, 1, -1>                              \
+                      : sum    ? pl_lean_kernel<PURLIN_##name, 0, PURLIN_SUM>                      \
+                               : pl_lean_kernel<PURLIN_##name, 0, -1>,                             \
+                      args, grid, threads, pdl, s);
     PURLIN_DTYPE_MAP(PL_LEAN_CASE_)
 #undef PL_LEAN_CASE_
   default:
-    if (v) return pl_lean_go<-1, 1, -1>(args, grid, threads, pdl, s);
-    return pl_lean_go<-1, 0, -1>(args, grid, threads, pdl, s);
+    return pl_lean_go(v ? pl_lean_kernel<-1, 1, -1> : pl_lean_kernel<-1, 0, -1>, args, grid,
+                      threads, pdl, s);
+  }
+}
+
+cudaError_t pl_cuda_tiny_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,
+                                cudaStream_t s) {
+  const int sum = args->x.c.op == PURLIN_SUM;
+  switch (pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1) {
+#define PL_TINY_CASE_(name, suffix, bytes)                                                         \
+  case PURLIN_##name:                                                                              \
+    return pl_lean_go(sum ? pl_tiny_kernel<PURLIN_##name, PURLIN_SUM>                              \
+                          : pl_tiny_kernel<PURLIN_##name, -1>,                                     \
+                      args, grid, threads, pdl, s);
+    PURLIN_DTYPE_MAP(PL_TINY_CASE_)
+#undef PL_TINY_CASE_
+  default: return pl_lean_go(pl_tiny_kernel<-1, -1>, args, grid, threads, pdl, s);
   }
 }

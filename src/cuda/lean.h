@@ -15,6 +15,10 @@
  * blocks with this one in the same wire format (header with every V word, windows, flags, zero
  * copy's `done` published to it). */
 int pl_lean_takes(const pl_snac_t *x);
+/* 1 when a call the lean kernel takes runs the tiny kernel instead: a one-shot AllReduce, a
+ * ReduceScatter, AllGather or AllToAll, with host counts and blocks (count * esize) of at most
+ * tiny_max bytes (and PL_TINY_MAX_BYTES). A pure function of the plan and the agreed arguments. */
+int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max);
 /* The call's work on this rank in packets, for the grid: the most of the packets it receives
  * (every source's, both shots of a two-shot AllReduce), the packets it pushes, and its own block's
  * 8-byte words (AllToAllV's may be of any size: it is a copy, not a packet block). */
@@ -26,6 +30,9 @@ int pl_lean_pdl_built(void);
 /* Launch the lean kernel for args (grid CTAs of `threads`) on s; pdl: with programmatic
  * dependent launch (the kernel may start before the stream's previous kernel has finished). */
 cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,
+                                cudaStream_t s);
+/* The same for the tiny kernel (a call pl_tiny_takes). */
+cudaError_t pl_cuda_tiny_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,
                                 cudaStream_t s);
 
 #endif
