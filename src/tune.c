@@ -132,7 +132,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * (AllToAll 1 MiB 132.6 -> 43.4 us); one-shot AllReduce up to 64 KiB beats two-shot (16 KiB
      * 25.3 -> 16.3 us) */
     t->lat_max = 256 * 1024;
-    t->oneshot_max = 64 * 1024;
+    t->oneshot_max = 128 * 1024; /* finding 26: on the tiny kernel, 128 KiB one-shot 15.0 us
+                                    against two-shot's 25.7 (256 KiB: 30.0 against 23.5) */
     /* Lean CTAs per call: every rank's must fit the GPU at once under MPS (world * CTAs <= 128
      * of 132 SMs), at most 16 (measured: 16 at world 8 made AllReduce 1 MiB 90 -> 62 us,
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
@@ -140,9 +141,10 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     if (t->lean_ctas < 1) t->lean_ctas = 1;
     /* The tiny kernel (docs/tuning.md, finding 26): the fixed collectives' small calls on a
      * kernel whose executed path is a few KB; a CTA per 256 words of a block (the ideal one-shot
-     * AllReduce's best at 8 KiB: 4 CTAs), blocks up to 64 KiB (one-shot's largest) */
+     * AllReduce's best at 8 KiB: 4 CTAs; 512 words: 8 KiB 8.5 us against 7.8), blocks up to 128
+     * KiB (one-shot's largest; two-shot's shards of up to 1 MiB at world 8) */
     t->tiny = 1;
-    t->tiny_max = 64 * 1024;
+    t->tiny_max = 128 * 1024;
     t->tiny_words = 1;
     /* The direct kernel (docs/tuning.md, findings 17-18): every call of the collectives it runs
      * that the lean kernel does not take, on any buffers; as many CTAs as stay resident with

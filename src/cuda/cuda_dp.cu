@@ -1230,7 +1230,7 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   const int tiny = lean && comm->tune.tiny && pl_tiny_takes(x, comm->tune.tiny_max);
   if (tiny) {
     uint64_t per = (uint64_t)threads * (comm->tune.tiny_words ? comm->tune.tiny_words : 1);
-    uint64_t want = ((call->count * call->esize + 7) / 8 + per - 1) / per;
+    uint64_t want = ((pl_tiny_block_bytes(x) + 7) / 8 + per - 1) / per;
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
     grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }

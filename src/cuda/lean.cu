@@ -49,13 +49,18 @@ int pl_lean_takes(const pl_snac_t *x) {
   }
 }
 
+uint64_t pl_tiny_block_bytes(const pl_snac_t *x) {
+  const pl_call_t *c = &x->c;
+  if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_twoshot) return pl_shard_bytes(c, 0);
+  return c->count * c->esize;
+}
+
 int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max) {
   const pl_call_t *c = &x->c;
-  if (c->counts_dev || !c->count || c->count * c->esize > tiny_max ||
-      c->count * c->esize > PL_TINY_MAX_BYTES)
-    return 0;
+  const uint64_t b = pl_tiny_block_bytes(x);
+  if (c->counts_dev || !c->count || b > tiny_max || b > PL_TINY_MAX_BYTES) return 0;
   switch (c->coll) {
-  case PL_COLL_ALL_REDUCE: return x->plan.ar_oneshot;
+  case PL_COLL_ALL_REDUCE: return x->plan.ar_oneshot || x->plan.ar_twoshot;
   case PL_COLL_REDUCE_SCATTER:
   case PL_COLL_ALL_GATHER:
   case PL_COLL_ALL_TO_ALL: return 1;
@@ -158,9 +163,9 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
  * reloads every pending packet at once, so packets that arrive together cost one round trip, not
  * one each; with PURLIN_POLL_BACKOFF_NS a __nanosleep between rounds (off by default: finding 14's
  * experiment). On failure: records it (peer: the first pending slot's source sv[u]) and returns from
- * the enclosing function. hdrs (a constant): the tiny kernel's check, which also looks at the peers'
- * headers (pl_tiny_check). */
-#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what, hdrs)                        \
+ * the enclosing function (with the value of the macro's last arguments, if any). hdrs (a constant):
+ * the tiny kernel's check, which also looks at the peers' headers (pl_tiny_check). */
+#define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what, hdrs, ...)                   \
   do {                                                                                             \
     uint32_t spins_ = 0;                                                                           \
     uint64_t deadline_ = 0;                                                                        \
@@ -181,7 +186,7 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
           _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (peer_ < 0 && ((pend) >> u_ & 1u)) \
               peer_ = (sv)[u_];                                                                    \
           pl_lean_fail((sh), c_.st, peer_, (what));                                                \
-          return;                                                                                  \
+          return __VA_ARGS__;                                                                      \
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
@@ -636,18 +641,31 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
 }
 
 /* ---- the tiny kernel ------------------------------------------------------------------------
- * The small calls of the fixed collectives (one-shot AllReduce, ReduceScatter, AllGather,
- * AllToAll, every block at most tune.tiny_max bytes): the lean kernel's wire format (header
- * packets [0, hw), data packets from hw, flag f1), with an executed path of a few KB. A small
- * call's cost above the ideal datapath is mostly code run cold (docs/tuning.md, finding 23: ~0.18
- * us per KB executed), so this kernel keeps only what such a call needs: no per-peer tables (every
- * block is b bytes at send + d * sstr, landing at recv + s * rstr), no 64-bit divisions, no
- * header phase: CTA 0's threads 0..world-1 load the peers' headers before the data and compare
- * them after (a peer that disagrees and never sends is found by the polls' slow path,
- * pl_tiny_check), and each thread pushes, then consumes, the same words [lo, hi) of its CTA, so
- * that in place it reads every word before it overwrites it without a barrier. The reduction is
- * acc.cuh's, in ascending rank order: the lean kernel's bits. The idea of a minimal one-shot
- * kernel follows TensorRT-LLM's and vLLM's custom all-reduce; the code is purlin's. */
+ * The small calls of the fixed collectives (one-shot and two-shot AllReduce, ReduceScatter,
+ * AllGather, AllToAll, every block at most tune.tiny_max bytes): the lean kernel's wire format
+ * (header packets [0, hw), data packets from hw, two-shot's region 2 at hw + plan.ar_region2,
+ * flags f1 and f2), with an executed path of a few KB. A small call's cost above the ideal
+ * datapath is mostly code run cold (docs/tuning.md, finding 23: ~0.18 us per KB executed), so this
+ * kernel keeps only what such a call needs: no per-peer tables (block k of a call is at k * stride,
+ * its bytes from one formula, pl_tiny_bytes), no 64-bit divisions, no header phase: CTA 0's
+ * threads 0..world-1 load the peers' headers before the data and compare them after (a peer that
+ * disagrees and never sends is found by the polls' slow path, pl_tiny_check), and each thread
+ * pushes, then consumes, the same words [lo, hi) of its CTA's part of every block, so that in place
+ * it reads every word before it overwrites it without a barrier. The reduction is acc.cuh's, in
+ * ascending rank order: the lean kernel's bits. The idea of a minimal one-shot / two-shot kernel
+ * follows TensorRT-LLM's and vLLM's custom all-reduce; the code is purlin's. */
+
+/* A call's blocks: block k (k < world) holds bytes [k bstr, k bstr + bcap) of a tb-byte whole,
+ * clipped to it. The fixed collectives' blocks are all b bytes (tb = world b, bstr = bcap = b);
+ * two-shot's are the shards (tb: the vector, bstr = bcap = ar_per elements), the last ones shorter
+ * or empty. */
+typedef struct {
+  uint64_t tb, bstr, bcap;
+} pl_tiny_geo_t;
+PL_DEV uint64_t pl_tiny_bytes(pl_tiny_geo_t g, int k) {
+  const uint64_t o = (uint64_t)k * g.bstr;
+  return o >= g.tb ? 0 : g.tb - o < g.bcap ? g.tb - o : g.bcap;
+}
 
 static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_t deadline,
                                                            const pl_snac_t *X, pl_lean_sh_t *sh) {
@@ -672,84 +690,153 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
   return c;
 }
 
-/* Word i of my blocks for every peer, as packets (flag) at base + 16 i of my window at each peer:
- * a word at an unaligned address or past a block's end (the cold path, out of line). */
+/* Word i of my block for every peer d (at send + d * sstr), as a packet at base + 16 i of my window
+ * at d: a word at an unaligned address or at a block's end (the cold path, out of line). */
 static __device__ __noinline__ void pl_tiny_push_slow(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
-                                                      int r, uint64_t b, uint64_t sstr,
+                                                      int r, pl_tiny_geo_t g, uint64_t sstr,
                                                       uint64_t base, uint64_t flag, uint32_t i) {
   for (int j = 1; j < w; j++) {
     const int d = r + j < w ? r + j : r + j - w;
-    pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i,
-              pl_pkt_pack(X->send + (uint64_t)d * sstr, b, i), flag);
+    const uint64_t bd = pl_tiny_bytes(g, d);
+    if (8 * (uint64_t)i < bd)
+      pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i,
+                pl_pkt_pack(X->send + (uint64_t)d * sstr, bd, i), flag);
   }
 }
 
-/* Consume words [lo, hi) of every source's block: reduce them with my own (DT >= 0: into recv,
- * sources in rank order) or unpack them to recv + s * rstr (and my own block's words to mine).
- * Every block's word i is whole and aligned (al) but the last one, if partial: one test per word,
- * not one per packet. */
-template <int DT, int OP>
-PL_DEV void pl_tiny_consume(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
-                            uint32_t lo, uint32_t hi, uint64_t b, uint64_t sstr, uint64_t rstr,
-                            uint64_t hw, uint64_t flag, const pl_wait_t *wt) {
-  const int op = OP >= 0 ? OP : X->c.op;
-  const uint64_t win = X->geom.pkt_win;
-  const char *mywin = sh->ws[r] + X->geom.pkt_off + par * (uint64_t)w * win + hw * 16;
-  const char *own = X->send + (uint64_t)r * sstr;
-  char *mine_at = X->recv + (uint64_t)r * rstr;
-  const int al = !(((uintptr_t)X->send | (uintptr_t)X->recv | sstr | rstr) & 7);
+/* Push words [lo, hi) of my block for every peer. fast: every block's word i whole and aligned
+ * (al: the buffers and strides are 8-byte aligned; bmin: the smallest block's bytes), one test per
+ * word, not one per packet; every load in flight before the first store. */
+PL_DEV void pl_tiny_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, pl_tiny_geo_t g,
+                         uint64_t sstr, uint64_t base, uint64_t flag, uint32_t lo, uint32_t hi,
+                         int al, uint64_t bmin) {
   for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    const int fast = al && 8 * (uint64_t)i + 8 <= b;
-    const uint64_t mine =
-        fast ? *(const uint64_t *)(own + 8 * (uint64_t)i) : pl_lean_pack_slow(own, b, i);
-    pl_lacc_t acc;
-    for (int s0 = 0; s0 < w; s0 += 8) {
-      uint64_t dv[8], fv[8];
-      const pl_pkt_t *q[8];
-      int sv[8];
-      uint32_t pend = 0;
+    if (!al || 8 * (uint64_t)i + 8 > bmin) {
+      pl_tiny_push_slow(X, sh, w, r, g, sstr, base, flag, i);
+      continue;
+    }
+    for (int j0 = 1; j0 < w; j0 += 8) {
+      uint64_t v[8];
 #pragma unroll
       for (int u = 0; u < 8; u++) {
-        const int s = s0 + u;
-        sv[u] = s;
-        q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
-        if (s < w && s != r) {
-          pl_ld_pkt(q[u], &dv[u], &fv[u]);
-          pend |= 1u << u;
-        }
+        const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
+        if (j0 + u < w) v[u] = *(const uint64_t *)(X->send + (uint64_t)d * sstr + 8 * (uint64_t)i);
       }
-#pragma unroll
-      for (int u = 0; u < 8; u++)
-        if ((pend >> u & 1u) && fv[u] == flag) pend &= ~(1u << u);
-      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1);
 #pragma unroll
       for (int u = 0; u < 8; u++) {
-        const int s = s0 + u;
-        if (s >= w) break;
-        if constexpr (DT >= 0) {
-          pl_lacc_put<DT>(&acc, s == r ? mine : dv[u], op, s == 0);
-        } else if (s != r) {
-          char *dst = X->recv + (uint64_t)s * rstr;
-          if (fast) *(uint64_t *)(dst + 8 * (uint64_t)i) = dv[u];
-          else pl_lean_unpack_slow(dst, b, i, dv[u]);
-        }
+        const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
+        if (j0 + u < w) pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i, v[u], flag);
       }
-    }
-    uint64_t out = mine;
-    char *dst = mine_at;
-    if constexpr (DT >= 0) {
-      out = pl_lacc_get<DT>(&acc, op, w);
-      dst = X->recv;
-    }
-    if (DT >= 0 || own != mine_at) {
-      if (fast) *(uint64_t *)(dst + 8 * (uint64_t)i) = out;
-      else pl_lean_unpack_slow(dst, b, i, out);
     }
   }
 }
 
-/* DT: the reduction's dtype (one-shot AllReduce, ReduceScatter), -1 for AllGather and AllToAll;
- * OP: the op as a constant (SUM), -1: the call's. */
+/* Word i of every source's block, from packet i at mywin + s * win (source s's window here).
+ * RED: reduce them with my own block's (own, br bytes; sources in rank order) into dst, and with
+ * push2 push the result to every peer (two-shot: packet i at base2 + 16 i of my window there,
+ * flag2). Else: unpack source s's to dst + s * rstr, and my own (own, unless NULL) to
+ * dst + r * rstr. FAST: the word is whole and aligned in every block (else each block's bytes
+ * decide, pl_tiny_bytes). 0 when a wait failed (recorded). */
+template <int DT, int OP, int RED, int FAST>
+PL_DEV int pl_tiny_word(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint32_t i,
+                        const char *mywin, pl_tiny_geo_t g, uint64_t br, const char *own,
+                        char *dst, uint64_t rstr, uint64_t flag, int push2, uint64_t base2,
+                        uint64_t flag2, const pl_wait_t *wt) {
+  const int op = OP >= 0 ? OP : X->c.op;
+  const uint64_t win = X->geom.pkt_win, o = 8 * (uint64_t)i;
+  uint64_t mine = 0;
+  if (RED || own) mine = FAST ? *(const uint64_t *)(own + o) : pl_pkt_pack(own, br, i);
+  pl_lacc_t acc;
+  for (int s0 = 0; s0 < w; s0 += 8) {
+    uint64_t dv[8], fv[8];
+    const pl_pkt_t *q[8];
+    int sv[8];
+    uint32_t pend = 0;
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int s = s0 + u;
+      sv[u] = s;
+      q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
+      if (s < w && s != r && (RED || FAST || o < pl_tiny_bytes(g, s))) {
+        pl_ld_pkt(q[u], &dv[u], &fv[u]);
+        pend |= 1u << u;
+      }
+    }
+    const uint32_t got = pend;
+#pragma unroll
+    for (int u = 0; u < 8; u++)
+      if ((pend >> u & 1u) && fv[u] == flag) pend &= ~(1u << u);
+    PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1, 0);
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int s = s0 + u;
+      if (s >= w) break;
+      if constexpr (RED) {
+        pl_lacc_put<DT>(&acc, s == r ? mine : dv[u], op, s == 0);
+      } else if (got >> u & 1u) {
+        char *d = dst + (uint64_t)s * rstr;
+        if (FAST) *(uint64_t *)(d + o) = dv[u];
+        else pl_pkt_unpack(d, pl_tiny_bytes(g, s), i, dv[u]);
+      }
+    }
+  }
+  if constexpr (RED) {
+    const uint64_t out = pl_lacc_get<DT>(&acc, op, w);
+    if (FAST) *(uint64_t *)(dst + o) = out;
+    else pl_pkt_unpack(dst, br, i, out);
+    if (push2)
+      for (int j = 1; j < w; j++) {
+        const int d = r + j < w ? r + j : r + j - w;
+        pl_st_pkt(sh->ws[d] + base2 + 16 * (uint64_t)i, out, flag2);
+      }
+  } else {
+    char *at = dst + (uint64_t)r * rstr;
+    if (own && own != at && (FAST || o < br)) {
+      if (FAST) *(uint64_t *)(at + o) = mine;
+      else pl_pkt_unpack(at, br, i, mine);
+    }
+  }
+  return 1;
+}
+/* The same for a word that is not whole and aligned everywhere: out of line (cold). */
+template <int DT, int OP, int RED>
+static __device__ __noinline__ int pl_tiny_word_slow(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
+                                                     int r, uint32_t i, const char *mywin,
+                                                     pl_tiny_geo_t g, uint64_t br, const char *own,
+                                                     char *dst, uint64_t rstr, uint64_t flag,
+                                                     int push2, uint64_t base2, uint64_t flag2,
+                                                     pl_wait_t wt) {
+  /* (the wait by value: a pointer would keep the caller's in local memory) */
+  return pl_tiny_word<DT, OP, RED, 0>(X, sh, w, r, i, mywin, g, br, own, dst, rstr, flag, push2,
+                                      base2, flag2, &wt);
+}
+
+/* Consume words [lo, hi) of every source's block, from packets at base + i of its window here
+ * (pl_tiny_word; al: the buffers and strides are 8-byte aligned). */
+template <int DT, int OP, int RED>
+PL_DEV void pl_tiny_consume(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
+                            uint32_t lo, uint32_t hi, pl_tiny_geo_t g, const char *own, char *dst,
+                            uint64_t rstr, uint64_t base, uint64_t flag, int push2,
+                            uint64_t base2, uint64_t flag2, const pl_wait_t *wt, int al) {
+  const uint64_t br = pl_tiny_bytes(g, r), bmin = RED ? br : pl_tiny_bytes(g, w - 1);
+  const char *mywin =
+      sh->ws[r] + X->geom.pkt_off + par * (uint64_t)w * X->geom.pkt_win + base * 16;
+  for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    int ok;
+    if (al && 8 * (uint64_t)i + 8 <= bmin)
+      ok = pl_tiny_word<DT, OP, RED, 1>(X, sh, w, r, i, mywin, g, br, own, dst, rstr, flag, push2,
+                                        base2, flag2, wt);
+    else if (RED && 8 * (uint64_t)i >= br)
+      continue; /* past my shard (two-shot) */
+    else
+      ok = pl_tiny_word_slow<DT, OP, RED>(X, sh, w, r, i, mywin, g, br, own, dst, rstr, flag,
+                                          push2, base2, flag2, *wt);
+    if (!ok) return;
+  }
+}
+
+/* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for AllGather and AllToAll; OP: the op
+ * as a constant (SUM), -1: the call's. */
 template <int DT, int OP>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_tiny_kernel(const __grid_constant__ pl_cuda_args_t args) {
@@ -769,18 +856,30 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   if (tid == (nt > 32 ? 32 : 0))
     sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
   if (tid < w) sh.ws[tid] = X->ws[tid];
-  /* every block is b bytes: my block for peer d at send + d * sstr (AllReduce, AllGather: the
-   * same for all), source s's lands at recv + s * rstr (reductions: mine, at recv) */
-  const int coll = X->c.coll;
+  /* my block for peer d at send + d * sstr (one-shot AllReduce, AllGather: the same for all),
+   * source s's lands at recv + s * rstr (one-shot AllReduce, ReduceScatter: mine, at recv) */
+  const int coll = X->c.coll, two = DT >= 0 && coll == PL_COLL_ALL_REDUCE && X->plan.ar_twoshot;
   const uint64_t b = X->c.count * X->c.esize, hw = pl_hdr_words(w);
-  const uint64_t sstr = coll == PL_COLL_ALL_TO_ALL || coll == PL_COLL_REDUCE_SCATTER ? b : 0;
-  const uint64_t rstr = coll == PL_COLL_ALL_TO_ALL || coll == PL_COLL_ALL_GATHER ? b : 0;
-  /* this CTA's words [lo, hi) of every block (32-bit: tiny_max keeps words * grid below 2^32) */
-  const uint32_t n = (uint32_t)((b + 7) / 8);
+  pl_tiny_geo_t g;
+  uint64_t sstr, rstr;
+  if (two) {
+    g.tb = b;
+    g.bstr = g.bcap = sstr = rstr = args.ar_per * X->c.esize;
+  } else {
+    g.tb = (uint64_t)w * b;
+    g.bstr = g.bcap = b;
+    sstr = coll == PL_COLL_ALL_TO_ALL || coll == PL_COLL_REDUCE_SCATTER ? b : 0;
+    rstr = coll == PL_COLL_ALL_TO_ALL || coll == PL_COLL_ALL_GATHER ? b : 0;
+  }
+  /* this CTA's words [lo, hi) of every block (32-bit: PL_TINY_MAX_BYTES keeps words * grid below
+   * 2^32); block 0 is the largest */
+  const uint32_t n = (uint32_t)((pl_tiny_bytes(g, 0) + 7) / 8);
   const uint32_t lo = n * blockIdx.x / gridDim.x, hi = n * (blockIdx.x + 1) / gridDim.x;
+  const int al = !(((uintptr_t)X->send | (uintptr_t)X->recv | sstr | rstr) & 7);
   const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
   __syncthreads();
   const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
+  const uint64_t mine = X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win;
   pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
   pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
                   args.timeout_ns, 0, args.backoff_ns};
@@ -792,31 +891,10 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         const uint64_t v = q == 0 ? myh0 : q == 1 ? X->c.count : q == 6 ? (uint64_t)w : 0;
         for (int j = 1; j < w; j++) {
           const int d = r + j < w ? r + j : r + j - w;
-          pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
+          pl_st_pkt(sh.ws[d] + mine + 16 * (uint64_t)q, v, f1);
         }
       }
-    const uint64_t base = X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win +
-                          hw * 16;
-    const int al = !(((uintptr_t)X->send | sstr) & 7);
-    for (uint32_t i = lo + tid; i < hi; i += nt) {
-      if (!al || 8 * (uint64_t)i + 8 > b) {
-        pl_tiny_push_slow(X, &sh, w, r, b, sstr, base, f1, i);
-        continue;
-      }
-      for (int j0 = 1; j0 < w; j0 += 8) { /* every load in flight before the first store */
-        uint64_t v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
-          if (j0 + u < w) v[u] = *(const uint64_t *)(X->send + (uint64_t)d * sstr + 8 * (uint64_t)i);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
-          if (j0 + u < w) pl_st_pkt(sh.ws[d] + base + 16 * (uint64_t)i, v[u], f1);
-        }
-      }
-    }
+    pl_tiny_push(X, &sh, w, r, g, sstr, mine + hw * 16, f1, lo, hi, al, pl_tiny_bytes(g, w - 1));
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) /* one CTA: its packets are out (no barrier: */
       pl_grid_dep_launch(); /* the dependents wait for this kernel's end before any access) */
     /* agree, begun: CTA 0's threads 0..world-1 load their peer's header words 0 and 1 now and
@@ -828,20 +906,32 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       pl_ld_pkt(hq, &ha, &fa);
       pl_ld_pkt(hq + 1, &hn, &fn);
     }
-    pl_tiny_consume<DT, OP>(X, &sh, w, r, par, lo, hi, b, sstr, rstr, hw, f1, &wd);
+    /* consume: the gathers' blocks; a reduction's (two-shot: then the reduced shards) */
+    const char *own = X->send + (uint64_t)r * sstr;
+    if constexpr (DT < 0) {
+      pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, own, X->recv, rstr, hw, f1, 0, 0, 0,
+                                 &wd, al);
+    } else {
+      const uint64_t r2 = hw + X->plan.ar_region2;
+      pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, lo, hi, g, own, X->recv + (uint64_t)r * rstr,
+                                 0, hw, f1, two, mine + r2 * 16, f1 + 1, &wd, al);
+      if (two)
+        pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, NULL, X->recv, rstr, r2, f1 + 1,
+                                   0, 0, 0, &wd, al);
+    }
     if (hchk) {
       pl_wait_t wh = wd;
       wh.group = NULL; /* a header wait ends only with its header (or abort, deadline) */
       int st = 0;
       if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
-        pl_lean_got_t g = pl_lean_wait(hq, f1, wh);
-        st = g.st;
-        ha = g.data;
+        pl_lean_got_t gh = pl_lean_wait(hq, f1, wh);
+        st = gh.st;
+        ha = gh.data;
       }
       if (!st && !pl_ready(fn, f1, PL_READY_EPOCH)) {
-        pl_lean_got_t g = pl_lean_wait(hq + 1, f1, wh);
-        st = g.st;
-        hn = g.data;
+        pl_lean_got_t gh = pl_lean_wait(hq + 1, f1, wh);
+        st = gh.st;
+        hn = gh.data;
       }
       if (st) pl_lean_fail(&sh, st, tid, "the call's header");
       else if (pl_lean_hdr_differs(ha, hn, myh0, X->c.count, 0)) pl_lean_mis(&sh);

@@ -15,10 +15,13 @@
  * blocks with this one in the same wire format (header with every V word, windows, flags, zero
  * copy's `done` published to it). */
 int pl_lean_takes(const pl_snac_t *x);
-/* 1 when a call the lean kernel takes runs the tiny kernel instead: a one-shot AllReduce, a
- * ReduceScatter, AllGather or AllToAll, with host counts and blocks (count * esize) of at most
- * tiny_max bytes (and PL_TINY_MAX_BYTES). A pure function of the plan and the agreed arguments. */
+/* 1 when a call the lean kernel takes runs the tiny kernel instead: a one-shot or two-shot
+ * AllReduce, a ReduceScatter, AllGather or AllToAll, with host counts and blocks
+ * (pl_tiny_block_bytes) of at most tiny_max bytes (and PL_TINY_MAX_BYTES). A pure function of the
+ * plan and the agreed arguments. */
 int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max);
+/* The tiny kernel's largest block: count * esize, or two-shot's first shard. */
+uint64_t pl_tiny_block_bytes(const pl_snac_t *x);
 /* The call's work on this rank in packets, for the grid: the most of the packets it receives
  * (every source's, both shots of a two-shot AllReduce), the packets it pushes, and its own block's
  * 8-byte words (AllToAllV's may be of any size: it is a copy, not a packet block). */
