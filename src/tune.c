@@ -132,8 +132,8 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * (AllToAll 1 MiB 132.6 -> 43.4 us); one-shot AllReduce up to 64 KiB beats two-shot (16 KiB
      * 25.3 -> 16.3 us) */
     t->lat_max = 256 * 1024;
-    t->oneshot_max = 128 * 1024; /* finding 26: on the tiny kernel, 128 KiB one-shot 15.0 us
-                                    against two-shot's 25.7 (256 KiB: 30.0 against 23.5) */
+    t->oneshot_max = 64 * 1024; /* finding 26, on the tiny kernel: one-shot against two-shot,
+                                   32 KiB 9.3 / 10.0 us, 64 KiB 10.6 / 10.6, 128 KiB 15.5 / 10.9 */
     /* Lean CTAs per call: every rank's must fit the GPU at once under MPS (world * CTAs <= 128
      * of 132 SMs), at most 16 (measured: 16 at world 8 made AllReduce 1 MiB 90 -> 62 us,
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */

@@ -24,9 +24,9 @@
 #   kinds: the direct kernel's calls by what the headers said (PURLIN_PROFILE's kinds line):
 #        does AllToAllV / ReduceScatterV spread, on purlin_mem_alloc buffers, 64 MiB, world 8;
 #   tiny: the tiny kernel (lean.cu): build, gpu_test at worlds 8 and 3 and the mismatch and
-#        kill-small faults with it; AllReduce 8 KiB-1 MiB with it, PURLIN_TINY=0 and one-shot only
-#        to 64 KiB; AllGather, ReduceScatter, AllToAll 8 KiB-1 MiB with it, PURLIN_TINY=0 and its
-#        blocks only to 64 KiB (world 8);
+#        kill-small faults with it, every tool at 8 KiB-256 KiB with it and PURLIN_TINY=0 (world 8);
+#   tinyb: AllReduce 8 KiB-1 MiB with it, PURLIN_TINY=0 and one-shot only to 32 KiB; AllGather,
+#        ReduceScatter, AllToAll 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only to 64 KiB;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
@@ -69,14 +69,16 @@ for p in $PARTS; do
       WORLDS="8 3" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW=8 timeout -k 5 330 \
       bash tools/gpu_quick.sh > "$D/new.txt" 2>&1; rm -f "$D/new/summary.txt" ;;
   tiny) # the tiny kernel: build, gpu_test at worlds 8 and 3 (and the mismatch and kill faults) with
-    # it, then (world 8, graph replay) AllReduce 8 KiB-1 MiB with it, with PURLIN_TINY=0 and with
-    # one-shot only up to 64 KiB (two-shot on it above), and the gathers 8 KiB-1 MiB with it, with
-    # PURLIN_TINY=0 and with its blocks only up to 64 KiB
-    env OUT="$D/tiny" BUILD=/tmp/pl-bnew CONFIGS="- TINY=0 ONESHOT_MAX_BYTES=65536" WORLDS="8 3" \
-      FAULTS="mismatch kill-small" TOOLS=testAR B=8K E=1M F=2 BW=8 BUILD_TOOLS="$ALL" \
-      timeout -k 5 420 bash tools/gpu_quick.sh > "$D/tiny.txt" 2>&1
-    rm -f "$D/tiny/summary.txt"
-    show tiny
+    # it, then every tool at 8 KiB-256 KiB (world 8, graph replay) with it and with PURLIN_TINY=0
+    env OUT="$D/tiny" BUILD=/tmp/pl-bnew CONFIGS="- TINY=0" WORLDS="8 3" \
+      FAULTS="mismatch kill-small" TOOLS="$ALL" B=8K E=256K F=2 BW=8 \
+      timeout -k 5 480 bash tools/gpu_quick.sh > "$D/tiny.txt" 2>&1
+    rm -f "$D/tiny/summary.txt" ;;
+  tinyb) # the tiny kernel's sizes: AllReduce 8 KiB-1 MiB with it, with PURLIN_TINY=0 and with
+    # one-shot only to 32 KiB; the gathers 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only
+    # to 64 KiB (world 8; after a part that built)
+    q tinyar CONFIGS="- TINY=0 ONESHOT_MAX_BYTES=32768" TOOLS=testAR B=8K E=1M F=2
+    show tinyar
     q tinyg CONFIGS="- TINY=0 TINY_MAX_BYTES=65536" TOOLS="testAG testRS testA2A" B=8K E=1M F=2
     p=tinyg ;;
   tests) # new's build and tests only (no tools): the correctness of a change, when device time is short

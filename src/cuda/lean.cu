@@ -57,8 +57,17 @@ uint64_t pl_tiny_block_bytes(const pl_snac_t *x) {
 
 int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max) {
   const pl_call_t *c = &x->c;
-  const uint64_t b = pl_tiny_block_bytes(x);
-  if (c->counts_dev || !c->count || b > tiny_max || b > PL_TINY_MAX_BYTES) return 0;
+  const uint64_t b = pl_tiny_block_bytes(x), es = c->esize;
+  if (tiny_max > PL_TINY_MAX_BYTES) tiny_max = PL_TINY_MAX_BYTES;
+  if (c->counts_dev) return 0;
+  if (pl_coll_is_v(c->coll)) { /* a call the lean kernel takes: every block, my own too */
+    for (int d = 0; d < c->world; d++)
+      if (c->rcounts[d] * es > tiny_max ||
+          (c->coll == PL_COLL_ALL_TO_ALL_V && c->scounts[d] * es > tiny_max))
+        return 0;
+    return c->coll != PL_COLL_ALL_GATHER_V || c->count * es <= tiny_max;
+  }
+  if (!c->count || b > tiny_max) return 0;
   switch (c->coll) {
   case PL_COLL_ALL_REDUCE: return x->plan.ar_oneshot || x->plan.ar_twoshot;
   case PL_COLL_REDUCE_SCATTER:
@@ -247,6 +256,7 @@ PL_DEV void pl_lean_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
 /* Receive this CTA's part of every source's block (idst[s], ib[s] bytes) from window packets
  * [base ...) of its window here, PL_LEAN_RECV_UNROLL polls in flight per thread. */
 #define PL_LEAN_RECV_UNROLL 8
+template <int HDRS> /* 1: the tiny kernel's (its polls look at the headers: pl_tiny_check) */
 PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
                          uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what) {
   uint32_t nmax = sh->imax, n = (uint32_t)(w - 1) * nmax, nt = blockDim.x;
@@ -272,7 +282,7 @@ PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u] && !pl_ready(fv[u], flag, PL_READY_EPOCH)) pend |= 1u << u;
-    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what, 0);
+    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what, HDRS);
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u]) pl_lean_unpack(sh->idst[sv[u]], sh->ib[sv[u]], iv[u], dv[u]);
@@ -372,14 +382,18 @@ PL_DEV uint64_t pl_lean_hdr_word(const pl_call_t *c, uint64_t h0, int w, uint32_
 }
 
 /* Word q (>= 1) of rank s's header (mine: what I pushed), awaited in my window; 0 after a failure
- * (then recorded in *st, and the caller stops). */
+ * (then recorded in *st, and the caller stops). look: not awaited (*st = -1 if not there yet). */
 PL_DEV uint64_t pl_lean_hword(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
-                              int s, int q, uint64_t f1, const pl_wait_t &wt, int *st) {
+                              int s, int q, uint64_t f1, const pl_wait_t &wt, int *st, int look) {
   if (s == r) return pl_lean_hdr_word<1>(&sh->c, 0, w, (uint32_t)q);
   const pl_pkt_t *p = PL_LEAN_WIN(sh, r, s) + q;
   uint64_t v, f;
   pl_ld_pkt(p, &v, &f);
   if (pl_ready(f, f1, PL_READY_EPOCH)) return v;
+  if (look) {
+    *st = -1;
+    return 0;
+  }
   pl_lean_got_t g = pl_lean_wait(p, f1, wt);
   if (g.st) {
     *st = g.st;
@@ -392,26 +406,28 @@ PL_DEV uint64_t pl_lean_hword(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r
  * (which words, which pairs; the verdict's text comes from that function on the failure path):
  * AGV, RSV: every rank's recvcounts equal mine, AGV: rank s's sendcount is recvcounts[s];
  * A2AV: what s sends d is what d receives from s, for every pair (not only mine: every rank must
- * reach the same verdict). */
+ * reach the same verdict). look: one thread, no waits: the pairs whose words have come (the tiny
+ * kernel's polls, pl_tiny_check). */
 static __device__ __noinline__ void pl_lean_vcheck(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
                                                    int r, uint64_t par, uint64_t f1,
-                                                   pl_wait_t wt) {
+                                                   pl_wait_t wt, int look) {
   const int coll = sh->c.coll, a2av = coll == PL_COLL_ALL_TO_ALL_V;
   const uint32_t uw = (uint32_t)w, n = uw * uw + (coll == PL_COLL_ALL_GATHER_V ? uw : 0);
-  for (uint32_t k = threadIdx.x; k < n && !sh->stop; k += blockDim.x) {
+  for (uint32_t k = look ? 0 : threadIdx.x; k < n && !sh->stop; k += look ? 1 : blockDim.x) {
     int st = 0, s, i;
     uint64_t a, b;
     if (k < uw * uw) {
       s = (int)(k / uw);
       i = (int)(k - (uint32_t)s * uw);
-      a = pl_lean_hword(X, sh, w, r, par, s, PL_HDR_FIXED + i, f1, wt, &st);
-      b = a2av ? pl_lean_hword(X, sh, w, r, par, i, PL_HDR_FIXED + 2 * w + s, f1, wt, &st)
+      a = pl_lean_hword(X, sh, w, r, par, s, PL_HDR_FIXED + i, f1, wt, &st, look);
+      b = a2av ? pl_lean_hword(X, sh, w, r, par, i, PL_HDR_FIXED + 2 * w + s, f1, wt, &st, look)
                : sh->c.rcounts[i];
     } else {
       s = (int)(k - uw * uw);
-      a = pl_lean_hword(X, sh, w, r, par, s, 1, f1, wt, &st);
+      a = pl_lean_hword(X, sh, w, r, par, s, 1, f1, wt, &st, look);
       b = sh->c.rcounts[s];
     }
+    if (st < 0) continue; /* look: not there yet */
     if (st) return;
     if (a != b) pl_lean_mis(sh);
   }
@@ -619,11 +635,11 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       else if (V && blockIdx.x == 0 && tid != r && (a >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
         pl_lean_zc_done(X, &sh, tid, r, f1);
     }
-    if (V) pl_lean_vcheck(X, &sh, w, r, par, f1, wh); /* the V counts, as SNAC's check */
+    if (V) pl_lean_vcheck(X, &sh, w, r, par, f1, wh, 0); /* the V counts, as SNAC's check */
     if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
     /* consume */
     if constexpr (DT < 0) {
-      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
+      pl_lean_recv<0>(X, &sh, w, r, par, hw, f1, &wd, "packets");
     } else {
       /* what I reduce is what I send myself (osrc/ob of the prologue): the whole vector
        * (one-shot) or my shard; it lands at my shard's place (RS: 0), one-shot's at 0 */
@@ -631,7 +647,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       pl_lean_reduce<DT, OP>(X, &sh, w, r, par, sh.osrc[r], dst, sh.ob[r], hw, f1, two,
                              hw + X->plan.ar_region2, f2, &wd, prof);
       if (two)
-        pl_lean_recv(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
+        pl_lean_recv<0>(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
                      "reduced shard packets");
     }
   }
@@ -671,7 +687,7 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
                                                            const pl_snac_t *X, pl_lean_sh_t *sh) {
   pl_lean_chk_t c = pl_lean_check(wt, deadline);
   if (c.st) return c;
-  const int w = X->c.world, r = X->c.rank;
+  const int w = X->c.world, r = X->c.rank, v = pl_coll_is_v(X->c.coll);
   const uint64_t par = sh->epoch & 1, f1 = sh->epoch * PL_EPOCH_STRIDE + 1;
   const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
   for (int s = 0; s < w; s++) {
@@ -681,12 +697,13 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
     pl_ld_pkt(q, &a, &fa);
     pl_ld_pkt(q + 1, &n, &fn);
     if (pl_ready(fa, f1, PL_READY_EPOCH) && pl_ready(fn, f1, PL_READY_EPOCH) &&
-        pl_lean_hdr_differs(a, n, myh0, X->c.count, 0)) {
+        pl_lean_hdr_differs(a, n, myh0, X->c.count, v)) {
       pl_lean_mis(sh); /* stops every wait of this CTA; CTA 0 names the field at its end */
-      c.st = PL_WAIT_GROUP;
       break;
     }
   }
+  if (v && !sh->mis) pl_lean_vcheck(X, sh, w, r, par, f1, wt, 1); /* the V counts that have come */
+  if (sh->mis) c.st = PL_WAIT_GROUP;
   return c;
 }
 
@@ -836,8 +853,9 @@ PL_DEV void pl_tiny_consume(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, 
 }
 
 /* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for AllGather and AllToAll; OP: the op
- * as a constant (SUM), -1: the call's. */
-template <int DT, int OP>
+ * as a constant (SUM), -1: the call's; TWO: two-shot AllReduce (its own instantiations: with
+ * one-shot's, its code made one-shot's 8 KiB call 0.9 us slower, finding 26). */
+template <int DT, int OP, int TWO>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_tiny_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
@@ -858,7 +876,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   if (tid < w) sh.ws[tid] = X->ws[tid];
   /* my block for peer d at send + d * sstr (one-shot AllReduce, AllGather: the same for all),
    * source s's lands at recv + s * rstr (one-shot AllReduce, ReduceScatter: mine, at recv) */
-  const int coll = X->c.coll, two = DT >= 0 && coll == PL_COLL_ALL_REDUCE && X->plan.ar_twoshot;
+  const int coll = X->c.coll, two = DT >= 0 && TWO;
   const uint64_t b = X->c.count * X->c.esize, hw = pl_hdr_words(w);
   pl_tiny_geo_t g;
   uint64_t sstr, rstr;
@@ -889,6 +907,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (blockIdx.x == 0)
       for (uint32_t q = tid; q < (uint32_t)hw; q += nt) {
         const uint64_t v = q == 0 ? myh0 : q == 1 ? X->c.count : q == 6 ? (uint64_t)w : 0;
+#pragma unroll 1 /* one warp of one CTA runs it: code size, not issue, is its cost */
         for (int j = 1; j < w; j++) {
           const int d = r + j < w ? r + j : r + j - w;
           pl_st_pkt(sh.ws[d] + mine + 16 * (uint64_t)q, v, f1);
@@ -915,7 +934,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       const uint64_t r2 = hw + X->plan.ar_region2;
       pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, lo, hi, g, own, X->recv + (uint64_t)r * rstr,
                                  0, hw, f1, two, mine + r2 * 16, f1 + 1, &wd, al);
-      if (two)
+      if constexpr (TWO)
         pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, NULL, X->recv, rstr, r2, f1 + 1,
                                    0, 0, 0, &wd, al);
     }
@@ -935,6 +954,128 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       }
       if (st) pl_lean_fail(&sh, st, tid, "the call's header");
       else if (pl_lean_hdr_differs(ha, hn, myh0, X->c.count, 0)) pl_lean_mis(&sh);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) pl_lean_end(&args, &sh, epoch, NULL);
+}
+
+/* The V collectives' small calls (AllGatherV, ReduceScatterV, AllToAllV: the calls the lean kernel
+ * takes, with blocks of at most tune.tiny_max bytes) on the tiny kernel's control: the lean kernel's
+ * per-peer tables (every block has its own size and place), computed by threads 0..world-1 with
+ * 32-bit word splits (no 64-bit division), its push and receive (pl_lean_push, pl_lean_recv) or
+ * the tiny reduction of my shard; no header phase: CTA 0 checks the headers after the data, its
+ * threads 0..world-1 word 0, all of them the V counts (pl_lean_vcheck, SNAC's pairs), and the
+ * polls' slow path looks at both (pl_tiny_check). DT: ReduceScatterV's dtype, -1 for AllGatherV
+ * and AllToAllV. */
+template <int DT, int OP>
+__global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
+    pl_tinyv_kernel(const __grid_constant__ pl_cuda_args_t args) {
+  __shared__ pl_lean_sh_t sh;
+  const pl_snac_t *X = &args.x;
+  const pl_call_t *c = &sh.c; /* set by thread 0 below, read after the barrier */
+  const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
+  const uint32_t nt = blockDim.x;
+  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
+  if (tid == 0) {
+    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
+    sh.stop = 0;
+    sh.err = 0;
+    sh.err_peer = -1;
+    sh.err_what = NULL;
+    sh.mis = 0;
+    sh.omax = sh.imax = 0;
+    sh.c = X->c; /* the host's copies of the counts are in the arguments */
+    sh.c.scounts = sh.v[0];
+    sh.c.sdispls = sh.v[1];
+    sh.c.rcounts = sh.v[2];
+    sh.c.rdispls = sh.v[3];
+  }
+  if (tid == (nt > 32 ? 32 : 0))
+    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
+  if (tid < w) {
+    sh.ws[tid] = X->ws[tid];
+    for (int k = 0; k < 4; k++) sh.v[k][tid] = args.v[k][tid];
+  }
+  __syncthreads();
+  if (tid < w) { /* peer d's blocks, and this CTA's words of them (32-bit: tiny_max) */
+    const int d = tid;
+    if (DT >= 0) {
+      sh.osrc[d] = X->send + pl_shard_in_off(c, d);
+      sh.ob[d] = pl_shard_bytes(c, d);
+      sh.idst[d] = X->recv + pl_shard_out_off(c, d);
+      sh.ib[d] = pl_shard_bytes(c, d);
+    } else {
+      sh.osrc[d] = X->send + pl_gather_send_off(c, d);
+      sh.ob[d] = pl_gather_bytes_send(c, d);
+      sh.idst[d] = X->recv + pl_gather_recv_off(c, d);
+      sh.ib[d] = pl_gather_bytes_recv(c, d);
+    }
+    const uint32_t no = (uint32_t)((sh.ob[d] + 7) / 8), ni = (uint32_t)((sh.ib[d] + 7) / 8);
+    sh.op0[d] = no * blockIdx.x / gridDim.x;
+    sh.on[d] = no * (blockIdx.x + 1) / gridDim.x - sh.op0[d];
+    sh.ip0[d] = ni * blockIdx.x / gridDim.x;
+    sh.in[d] = ni * (blockIdx.x + 1) / gridDim.x - sh.ip0[d];
+    if (d != r) {
+      atomicMax(&sh.omax, sh.on[d]);
+      atomicMax(&sh.imax, sh.in[d]);
+    }
+  }
+  const uint64_t hw = pl_hdr_words(w);
+  const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
+  __syncthreads();
+  const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
+  pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
+  pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
+                  args.timeout_ns, 0, args.backoff_ns};
+  if (!sh.aborted) {
+    /* notify: CTA 0 the whole header (the V counts too), every CTA its part of every block */
+    if (blockIdx.x == 0)
+      for (uint32_t q = tid; q < (uint32_t)hw; q += nt) {
+        const uint64_t v = pl_lean_hdr_word<1>(c, myh0, w, q);
+#pragma unroll 1 /* one warp of one CTA runs it: code size, not issue, is its cost */
+        for (int j = 1; j < w; j++) {
+          const int d = r + j < w ? r + j : r + j - w;
+          pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
+        }
+      }
+    pl_lean_push(X, &sh, w, r, par, hw, f1);
+    if (DT < 0 && sh.on[r]) { /* my own block, this CTA's words (never past my recv block) */
+      const uint64_t b = sh.ob[r] < sh.ib[r] ? sh.ob[r] : sh.ib[r];
+      const uint64_t lo = 8 * (uint64_t)sh.op0[r], e = lo + 8 * (uint64_t)sh.on[r];
+      const uint64_t hi = e < b ? e : b;
+      if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
+    }
+    __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */
+    if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) pl_grid_dep_launch();
+    const int hchk = blockIdx.x == 0 && tid < w && tid != r;
+    const pl_pkt_t *hq = PL_LEAN_WIN(&sh, r, hchk ? tid : 0);
+    uint64_t ha = 0, fa = f1;
+    if (hchk) pl_ld_pkt(hq, &ha, &fa);
+    if constexpr (DT < 0) {
+      pl_lean_recv<1>(X, &sh, w, r, par, hw, f1, &wd, "packets");
+    } else { /* my shard: every source's block for me has its bytes */
+      const pl_tiny_geo_t g = {~0ull, 0, sh.ob[r]};
+      const int al = !(((uintptr_t)sh.osrc[r] | (uintptr_t)sh.idst[r]) & 7);
+      pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, sh.ip0[r], sh.ip0[r] + sh.in[r], g,
+                                 sh.osrc[r], sh.idst[r], 0, hw, f1, 0, 0, 0, &wd, al);
+    }
+    if (blockIdx.x == 0) { /* agree, after the data: word 0 of every header, then the V counts */
+      pl_wait_t wh = wd;
+      wh.group = NULL; /* a header wait ends only with its header (or abort, deadline) */
+      if (hchk) {
+        int st = 0;
+        if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
+          pl_lean_got_t gh = pl_lean_wait(hq, f1, wh);
+          st = gh.st;
+          ha = gh.data;
+        }
+        if (st) pl_lean_fail(&sh, st, tid, "the call's header");
+        else if (pl_lean_hdr_differs(ha, 0, myh0, 0, 1)) pl_lean_mis(&sh);
+        else if ((ha >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
+          pl_lean_zc_done(X, &sh, tid, r, f1); /* a SNAC-kernel peer awaits it (AllToAllV) */
+      }
+      pl_lean_vcheck(X, &sh, w, r, par, f1, wh, 0);
     }
   }
   __syncthreads();
@@ -992,14 +1133,28 @@ cudaError_t pl_cuda_lean_launch(const pl_cuda_args_t *args, int grid, int thread
 cudaError_t pl_cuda_tiny_launch(const pl_cuda_args_t *args, int grid, int threads, int pdl,
                                 cudaStream_t s) {
   const int sum = args->x.c.op == PURLIN_SUM;
-  switch (pl_coll_is_reduce(args->x.c.coll) ? args->x.c.dtype : -1) {
+  const int two = args->x.c.coll == PL_COLL_ALL_REDUCE && args->x.plan.ar_twoshot;
+  const int reduce = pl_coll_is_reduce(args->x.c.coll);
+  if (pl_coll_is_v(args->x.c.coll)) switch (reduce ? args->x.c.dtype : -1) {
+#define PL_TINYV_CASE_(name, suffix, bytes)                                                        \
+  case PURLIN_##name:                                                                              \
+    return pl_lean_go(sum ? pl_tinyv_kernel<PURLIN_##name, PURLIN_SUM>                             \
+                          : pl_tinyv_kernel<PURLIN_##name, -1>,                                    \
+                      args, grid, threads, pdl, s);
+      PURLIN_DTYPE_MAP(PL_TINYV_CASE_)
+#undef PL_TINYV_CASE_
+    default: return pl_lean_go(pl_tinyv_kernel<-1, -1>, args, grid, threads, pdl, s);
+    }
+  switch (reduce ? args->x.c.dtype : -1) {
 #define PL_TINY_CASE_(name, suffix, bytes)                                                         \
   case PURLIN_##name:                                                                              \
-    return pl_lean_go(sum ? pl_tiny_kernel<PURLIN_##name, PURLIN_SUM>                              \
-                          : pl_tiny_kernel<PURLIN_##name, -1>,                                     \
+    return pl_lean_go(two && sum ? pl_tiny_kernel<PURLIN_##name, PURLIN_SUM, 1>                    \
+                      : two      ? pl_tiny_kernel<PURLIN_##name, -1, 1>                            \
+                      : sum      ? pl_tiny_kernel<PURLIN_##name, PURLIN_SUM, 0>                    \
+                                 : pl_tiny_kernel<PURLIN_##name, -1, 0>,                           \
                       args, grid, threads, pdl, s);
     PURLIN_DTYPE_MAP(PL_TINY_CASE_)
 #undef PL_TINY_CASE_
-  default: return pl_lean_go(pl_tiny_kernel<-1, -1>, args, grid, threads, pdl, s);
+  default: return pl_lean_go(pl_tiny_kernel<-1, -1, 0>, args, grid, threads, pdl, s);
   }
 }

@@ -17,8 +17,10 @@
 int pl_lean_takes(const pl_snac_t *x);
 /* 1 when a call the lean kernel takes runs the tiny kernel instead: a one-shot or two-shot
  * AllReduce, a ReduceScatter, AllGather or AllToAll, with host counts and blocks
- * (pl_tiny_block_bytes) of at most tiny_max bytes (and PL_TINY_MAX_BYTES). A pure function of the
- * plan and the agreed arguments. */
+ * (pl_tiny_block_bytes) of at most tiny_max bytes (and PL_TINY_MAX_BYTES), or a V collective whose
+ * every block is (AllToAllV: this rank's, as the lean kernel decides; its peers may run the lean
+ * or SNAC kernel, all in one wire format). Otherwise a pure function of the plan and the agreed
+ * arguments. */
 int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max);
 /* The tiny kernel's largest block: count * esize, or two-shot's first shard. */
 uint64_t pl_tiny_block_bytes(const pl_snac_t *x);
