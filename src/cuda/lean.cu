@@ -173,7 +173,8 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
  * one each; with PURLIN_POLL_BACKOFF_NS a __nanosleep between rounds (off by default: finding 14's
  * experiment). On failure: records it (peer: the first pending slot's source sv[u]) and returns from
  * the enclosing function (with the value of the macro's last arguments, if any). hdrs (a constant):
- * the tiny kernel's check, which also looks at the peers' headers (pl_tiny_check). */
+ * the tiny kernels' poll: a packet is ready when its flag equals `flag` (pl_tiny_sig's flags are not
+ * ordered), and the check also looks at the peers' headers (pl_tiny_check). */
 #define PL_LEAN_POLL_(N, pend, q, dv, fv, sv, flag, wt, sh, what, hdrs, ...)                   \
   do {                                                                                             \
     uint32_t spins_ = 0;                                                                           \
@@ -182,8 +183,9 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
       _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if ((pend) >> u_ & 1u)                   \
           pl_ld_pkt((q)[u_], &(dv)[u_], &(fv)[u_]);                                                \
       _Pragma("unroll") for (int u_ = 0; u_ < (N); u_++) if (((pend) >> u_ & 1u) &&               \
-                                                             pl_ready((fv)[u_], (flag),            \
-                                                                      PL_READY_EPOCH))             \
+                                                             ((hdrs) ? (fv)[u_] == (flag)          \
+                                                                     : pl_ready((fv)[u_], (flag),  \
+                                                                                PL_READY_EPOCH)))  \
           (pend) &= ~(1u << u_);                                                                   \
       if ((pend) && (wt)->backoff) __nanosleep((wt)->backoff); /* PURLIN_POLL_BACKOFF_NS */        \
       if ((pend) && (++spins_ & PL_SPIN_CHECK) == 0) {                                             \
@@ -683,6 +685,21 @@ PL_DEV uint64_t pl_tiny_bytes(pl_tiny_geo_t g, int k) {
   return o >= g.tb ? 0 : g.tb - o < g.bcap ? g.tb - o : g.bcap;
 }
 
+/* The call's signature in the fixed collectives' data flags (flag ^ sig): the fields of header word
+ * 0 that every rank must share (pl_lean_hdr_differs' mask) and the count, mixed (splitmix64's
+ * finalizer), the top bit set (a flag of the lean and SNAC kernels, and 0, never has it). A peer
+ * whose call differs writes packets that never look ready here (and reads none of mine as
+ * ready): its waits end in the polls' slow path, which compares the headers (pl_tiny_check), so
+ * the data carry the verdict and no thread awaits a header after them. Every rank receives from
+ * every peer in these collectives, so every rank checks every peer's call. */
+PL_DEV uint64_t pl_tiny_sig(uint64_t h0, uint64_t count) {
+  uint64_t z = (h0 & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ^
+               (count * 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) | 1ull << 63;
+}
+
 static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_t deadline,
                                                            const pl_snac_t *X, pl_lean_sh_t *sh) {
   pl_lean_chk_t c = pl_lean_check(wt, deadline);
@@ -913,47 +930,23 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
           pl_st_pkt(sh.ws[d] + mine + 16 * (uint64_t)q, v, f1);
         }
       }
-    pl_tiny_push(X, &sh, w, r, g, sstr, mine + hw * 16, f1, lo, hi, al, pl_tiny_bytes(g, w - 1));
+    const uint64_t sig = pl_tiny_sig(myh0, X->c.count), fs = f1 ^ sig, f2s = (f1 + 1) ^ sig;
+    pl_tiny_push(X, &sh, w, r, g, sstr, mine + hw * 16, fs, lo, hi, al, pl_tiny_bytes(g, w - 1));
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) /* one CTA: its packets are out (no barrier: */
       pl_grid_dep_launch(); /* the dependents wait for this kernel's end before any access) */
-    /* agree, begun: CTA 0's threads 0..world-1 load their peer's header words 0 and 1 now and
-     * compare them after the data (pl_tiny_check compares them in the slow path of the polls) */
-    const int hchk = blockIdx.x == 0 && tid < w && tid != r;
-    const pl_pkt_t *hq = PL_LEAN_WIN(&sh, r, hchk ? tid : 0);
-    uint64_t ha = 0, hn = 0, fa = f1, fn = f1;
-    if (hchk) {
-      pl_ld_pkt(hq, &ha, &fa);
-      pl_ld_pkt(hq + 1, &hn, &fn);
-    }
-    /* consume: the gathers' blocks; a reduction's (two-shot: then the reduced shards) */
+    /* consume: the gathers' blocks; a reduction's (two-shot: then the reduced shards); no header
+     * phase: the flags carry the call's signature (pl_tiny_sig) */
     const char *own = X->send + (uint64_t)r * sstr;
     if constexpr (DT < 0) {
-      pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, own, X->recv, rstr, hw, f1, 0, 0, 0,
+      pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, own, X->recv, rstr, hw, fs, 0, 0, 0,
                                  &wd, al);
     } else {
       const uint64_t r2 = hw + X->plan.ar_region2;
       pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, lo, hi, g, own, X->recv + (uint64_t)r * rstr,
-                                 0, hw, f1, two, mine + r2 * 16, f1 + 1, &wd, al);
+                                 0, hw, fs, two, mine + r2 * 16, f2s, &wd, al);
       if constexpr (TWO)
-        pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, NULL, X->recv, rstr, r2, f1 + 1,
-                                   0, 0, 0, &wd, al);
-    }
-    if (hchk) {
-      pl_wait_t wh = wd;
-      wh.group = NULL; /* a header wait ends only with its header (or abort, deadline) */
-      int st = 0;
-      if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
-        pl_lean_got_t gh = pl_lean_wait(hq, f1, wh);
-        st = gh.st;
-        ha = gh.data;
-      }
-      if (!st && !pl_ready(fn, f1, PL_READY_EPOCH)) {
-        pl_lean_got_t gh = pl_lean_wait(hq + 1, f1, wh);
-        st = gh.st;
-        hn = gh.data;
-      }
-      if (st) pl_lean_fail(&sh, st, tid, "the call's header");
-      else if (pl_lean_hdr_differs(ha, hn, myh0, X->c.count, 0)) pl_lean_mis(&sh);
+        pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, NULL, X->recv, rstr, r2, f2s, 0,
+                                   0, 0, &wd, al);
     }
   }
   __syncthreads();
