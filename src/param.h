@@ -26,7 +26,7 @@
   X(LEAN, INT, "-1", "CUDA: packet-only calls run the lean packet kernel (1; 2: not the V collectives) or SNAC's (0); -1: table") \
   X(LEAN_PKTS, INT, "0", "CUDA lean kernel: packets per thread before adding a CTA; 0: table")   \
   X(LEAN_CTAS, INT, "0", "CUDA lean kernel: most CTAs per call; 0: table")                       \
-  X(TINY, INT, "-1", "CUDA: the lean kernel's one-shot AllReduce, ReduceScatter, AllGather and AllToAll calls with blocks up to TINY_MAX_BYTES run the tiny kernel (1) or the lean kernel (0); -1: table") \
+  X(TINY, INT, "-1", "CUDA: the lean kernel's calls with blocks up to TINY_MAX_BYTES (AllReduce, ReduceScatter, AllGather, AllToAll, the V collectives) run the tiny kernels (1) or the lean kernel (0); -1: table") \
   X(TINY_MAX_BYTES, SIZE, "0", "CUDA tiny kernel: largest block (at most 1 MiB); 0: table")       \
   X(TINY_WORDS, INT, "0", "CUDA tiny kernel: 8-byte words of a block per thread before adding a CTA; 0: table") \
   X(DIRECT, INT, "-1", "CUDA: calls above the packet sizes (but AllToAllV unless PURLIN_DIRECT_A2AV, in-place AllToAll, device counts) run the direct kernel (1) or SNAC's kernel (0); -1: table") \
