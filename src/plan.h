@@ -53,11 +53,12 @@ typedef struct {
                            2: except the V collectives */
   uint64_t lean_pkts;   /* CUDA lean kernel: received packets per thread before adding a CTA */
   uint64_t lean_ctas;   /* CUDA lean kernel: most CTAs of a call */
-  uint64_t tiny;        /* CUDA: the lean kernel's small fixed-collective calls run the tiny kernel
-                           (lean.cu: one-shot AllReduce, ReduceScatter, AllGather, AllToAll) */
+  uint64_t tiny;        /* CUDA: the lean kernel's small calls run the tiny kernels (lean.cu:
+                           one-shot and two-shot AllReduce, ReduceScatter, AllGather, AllToAll,
+                           the V collectives) */
   uint64_t tiny_max;    /* CUDA tiny kernel: largest block (bytes; at most PL_TINY_MAX_BYTES) */
-  uint64_t tiny_words;  /* CUDA tiny kernel: 8-byte words of a block per thread before adding a CTA
-                           (at most lean_ctas) */
+  uint64_t tiny_words;  /* CUDA tiny kernel, fixed collectives: 8-byte words of the largest block
+                           per thread before adding a CTA (up to lean_ctas CTAs) */
   uint64_t direct;      /* CUDA: calls on purlin_mem_alloc buffers above the packet sizes run the
                            direct kernel (direct.cu) */
   uint64_t direct_min;  /* CUDA direct kernel: only calls of at least this many bytes (the

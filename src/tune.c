@@ -139,10 +139,11 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * AllToAll 2 MiB 74 -> 48 us against 8; bench/results/2026-12-03-h200-lean, run 3) */
     t->lean_ctas = 128 / (uint64_t)world > 16 ? 16 : 128 / (uint64_t)world;
     if (t->lean_ctas < 1) t->lean_ctas = 1;
-    /* The tiny kernel (docs/tuning.md, finding 26): the fixed collectives' small calls on a
-     * kernel whose executed path is a few KB; a CTA per 256 words of a block (the ideal one-shot
+    /* The tiny kernels (docs/tuning.md, finding 26): the lean kernel's small calls on kernels
+     * whose executed path is a few KB; a CTA per 256 words of a block (the ideal one-shot
      * AllReduce's best at 8 KiB: 4 CTAs; 512 words: 8 KiB 8.5 us against 7.8), blocks up to 128
-     * KiB (one-shot's largest; two-shot's shards of up to 1 MiB at world 8) */
+     * KiB (the gathers' 1 MiB calls at world 8 1.4-1.6x faster than on the lean kernel; two-shot's
+     * shards, so AllReduce up to 1 MiB at world 8) */
     t->tiny = 1;
     t->tiny_max = 128 * 1024;
     t->tiny_words = 1;

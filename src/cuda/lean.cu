@@ -117,6 +117,8 @@ typedef struct {
   pl_snac_t x;                     /* the failure path only: the call, for pl_dev_report_x */
   volatile int stop;               /* a wait failed or the headers disagree: data waits stop */
   int err, err_peer, aborted, mis;
+  int vlook;                       /* tiny V kernel: a thread is looking at the V counts
+                                      (pl_tiny_check: one at a time) */
   const char *err_what;
 } pl_lean_sh_t;
 
@@ -384,7 +386,9 @@ PL_DEV uint64_t pl_lean_hdr_word(const pl_call_t *c, uint64_t h0, int w, uint32_
 }
 
 /* Word q (>= 1) of rank s's header (mine: what I pushed), awaited in my window; 0 after a failure
- * (then recorded in *st, and the caller stops). look: not awaited (*st = -1 if not there yet). */
+ * (then recorded in *st, and the caller stops). look: not awaited (*st = PL_LEAN_NOT_YET if not
+ * there yet: positive, unlike the errors, and neither PL_WAIT_SIBLING nor PL_WAIT_GROUP). */
+#define PL_LEAN_NOT_YET 3
 PL_DEV uint64_t pl_lean_hword(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
                               int s, int q, uint64_t f1, const pl_wait_t &wt, int *st, int look) {
   if (s == r) return pl_lean_hdr_word<1>(&sh->c, 0, w, (uint32_t)q);
@@ -393,7 +397,7 @@ PL_DEV uint64_t pl_lean_hword(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r
   pl_ld_pkt(p, &v, &f);
   if (pl_ready(f, f1, PL_READY_EPOCH)) return v;
   if (look) {
-    *st = -1;
+    *st = PL_LEAN_NOT_YET;
     return 0;
   }
   pl_lean_got_t g = pl_lean_wait(p, f1, wt);
@@ -429,7 +433,7 @@ static __device__ __noinline__ void pl_lean_vcheck(const pl_snac_t *X, pl_lean_s
       a = pl_lean_hword(X, sh, w, r, par, s, 1, f1, wt, &st, look);
       b = sh->c.rcounts[s];
     }
-    if (st < 0) continue; /* look: not there yet */
+    if (st == PL_LEAN_NOT_YET) continue; /* look: not there yet */
     if (st) return;
     if (a != b) pl_lean_mis(sh);
   }
@@ -478,6 +482,23 @@ static __device__ __noinline__ void pl_lean_report(const pl_cuda_args_t *args, p
   /* every CTA stops; CTA 0 (lane 0) records the verdict */
   if (st == PURLIN_ERR_MISMATCH && blockIdx.x == 0) st = pl_lean_verdict(args, sh, epoch);
   pl_dev_report_x(args, &sh->x, sh->err_peer, sh->err_what, st);
+}
+
+/* Peer d's blocks of a ReduceScatter(V) (reduce) or of a gather collective: my block for d (osrc,
+ * ob bytes) and where d's block for me lands (idst, ib), as layout.h places them. */
+PL_DEV void pl_lean_peer_blocks(pl_lean_sh_t *sh, const pl_snac_t *X, const pl_call_t *c, int d,
+                                int reduce) {
+  if (reduce) {
+    sh->osrc[d] = X->send + pl_shard_in_off(c, d);
+    sh->ob[d] = pl_shard_bytes(c, d);
+    sh->idst[d] = X->recv + pl_shard_out_off(c, d);
+    sh->ib[d] = pl_shard_bytes(c, d);
+  } else {
+    sh->osrc[d] = X->send + pl_gather_send_off(c, d);
+    sh->ob[d] = pl_gather_bytes_send(c, d);
+    sh->idst[d] = X->recv + pl_gather_recv_off(c, d);
+    sh->ib[d] = pl_gather_bytes_recv(c, d);
+  }
 }
 
 /* Thread 0 of every CTA, after the CTA's barrier: the call's status (a failure reported), the
@@ -558,16 +579,8 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       sh.ob[d] = one ? n * es : (b1 - b0) * es;
       sh.idst[d] = X->recv + b0 * es; /* two-shot's tail */
       sh.ib[d] = (b1 - b0) * es;
-    } else if (DT >= 0) { /* ReduceScatter(V) */
-      sh.osrc[d] = X->send + pl_shard_in_off(c, d);
-      sh.ob[d] = pl_shard_bytes(c, d);
-      sh.idst[d] = X->recv + pl_shard_out_off(c, d);
-      sh.ib[d] = pl_shard_bytes(c, d);
     } else {
-      sh.osrc[d] = X->send + pl_gather_send_off(c, d);
-      sh.ob[d] = pl_gather_bytes_send(c, d);
-      sh.idst[d] = X->recv + pl_gather_recv_off(c, d);
-      sh.ib[d] = pl_gather_bytes_recv(c, d);
+      pl_lean_peer_blocks(&sh, X, c, d, DT >= 0); /* ReduceScatter(V), the gathers */
     }
     uint64_t p0, p1;
     pl_lean_part(sh.ob[d], &p0, &p1);
@@ -665,11 +678,11 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
  * flags f1 and f2), with an executed path of a few KB. A small call's cost above the ideal
  * datapath is mostly code run cold (docs/tuning.md, finding 23: ~0.18 us per KB executed), so this
  * kernel keeps only what such a call needs: no per-peer tables (block k of a call is at k * stride,
- * its bytes from one formula, pl_tiny_bytes), no 64-bit divisions, no header phase: CTA 0's
- * threads 0..world-1 load the peers' headers before the data and compare them after (a peer that
- * disagrees and never sends is found by the polls' slow path, pl_tiny_check), and each thread
- * pushes, then consumes, the same words [lo, hi) of its CTA's part of every block, so that in place
- * it reads every word before it overwrites it without a barrier. The reduction is acc.cuh's, in
+ * its bytes from one formula, pl_tiny_bytes), no 64-bit divisions, no header phase: the data
+ * flags carry the call's signature (pl_tiny_sig), and a peer that disagrees is found by the polls'
+ * slow path (pl_tiny_check), and each thread pushes, then consumes, the same words [lo, hi) of its
+ * CTA's part of every block, so that in place it reads every word before it overwrites it without
+ * a barrier. The reduction is acc.cuh's, in
  * ascending rank order: the lean kernel's bits. The idea of a minimal one-shot / two-shot kernel
  * follows TensorRT-LLM's and vLLM's custom all-reduce; the code is purlin's. */
 
@@ -719,7 +732,11 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
       break;
     }
   }
-  if (v && !sh->mis) pl_lean_vcheck(X, sh, w, r, par, f1, wt, 1); /* the V counts that have come */
+  /* the V counts that have come (w^2 pairs: one thread of the CTA at a time) */
+  if (v && !sh->mis && atomicCAS(&sh->vlook, 0, 1) == 0) {
+    pl_lean_vcheck(X, sh, w, r, par, f1, wt, 1);
+    atomicExch(&sh->vlook, 0);
+  }
   if (sh->mis) c.st = PL_WAIT_GROUP;
   return c;
 }
@@ -869,6 +886,55 @@ PL_DEV void pl_tiny_consume(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, 
   }
 }
 
+/* The tiny kernels' prologue, before their first barrier: thread 0 the epoch and the CTA's state
+ * (V: the call, its count pointers into the copies), one thread of warp 1 the abort word, threads
+ * 0..world-1 the workspaces (V: and the host's copies of the counts, from the arguments). */
+template <int V>
+PL_DEV void pl_tiny_begin(const pl_cuda_args_t *args, pl_lean_sh_t *sh) {
+  const pl_snac_t *X = &args->x;
+  const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
+  if (args->pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
+  if (tid == 0) {
+    sh->epoch = *(volatile uint64_t *)&args->state->epoch;
+    sh->stop = 0;
+    sh->err = 0;
+    sh->err_peer = -1;
+    sh->err_what = NULL;
+    sh->mis = 0;
+    sh->omax = sh->imax = 0;
+    sh->vlook = 0;
+    if (V) {
+      sh->c = X->c;
+      sh->c.scounts = sh->v[0];
+      sh->c.sdispls = sh->v[1];
+      sh->c.rcounts = sh->v[2];
+      sh->c.rdispls = sh->v[3];
+    }
+  }
+  if (tid == (blockDim.x > 32 ? 32 : 0))
+    sh->aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
+  if (tid < w) {
+    sh->ws[tid] = X->ws[tid];
+    if (V)
+      for (int k = 0; k < 4; k++) sh->v[k][tid] = args->v[k][tid];
+  }
+}
+
+/* CTA 0 of a tiny kernel: every word of my header (a verdict reads them all; V: the counts too) to
+ * every peer, as packet q of my window there (mine: that window's offset in a workspace). */
+template <int V>
+PL_DEV void pl_tiny_hdr_push(const pl_call_t *c, pl_lean_sh_t *sh, int w, int r, uint64_t mine,
+                             uint64_t hw, uint64_t myh0, uint64_t f1) {
+  for (uint32_t q = threadIdx.x; q < (uint32_t)hw; q += blockDim.x) {
+    const uint64_t v = pl_lean_hdr_word<V>(c, myh0, w, q);
+#pragma unroll 1 /* one warp of one CTA runs it: code size, not issue, is its cost */
+    for (int j = 1; j < w; j++) {
+      const int d = r + j < w ? r + j : r + j - w;
+      pl_st_pkt(sh->ws[d] + mine + 16 * (uint64_t)q, v, f1);
+    }
+  }
+}
+
 /* DT: the reduction's dtype (AllReduce, ReduceScatter), -1 for AllGather and AllToAll; OP: the op
  * as a constant (SUM), -1: the call's; TWO: two-shot AllReduce (its own instantiations: with
  * one-shot's, its code made one-shot's 8 KiB call 0.9 us slower, finding 26). */
@@ -878,19 +944,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   __shared__ pl_lean_sh_t sh;
   const pl_snac_t *X = &args.x;
   const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
-  const uint32_t nt = blockDim.x;
-  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
-  if (tid == 0) {
-    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
-    sh.stop = 0;
-    sh.err = 0;
-    sh.err_peer = -1;
-    sh.err_what = NULL;
-    sh.mis = 0;
-  }
-  if (tid == (nt > 32 ? 32 : 0))
-    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
-  if (tid < w) sh.ws[tid] = X->ws[tid];
+  pl_tiny_begin<0>(&args, &sh);
   /* my block for peer d at send + d * sstr (one-shot AllReduce, AllGather: the same for all),
    * source s's lands at recv + s * rstr (one-shot AllReduce, ReduceScatter: mine, at recv) */
   const int coll = X->c.coll, two = DT >= 0 && TWO;
@@ -921,15 +975,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   if (!sh.aborted) {
     /* notify: CTA 0 the header (SNAC's words 0, count and world, the rest 0: every rank's whole
      * header is what a verdict reads), every CTA its words of my block for every peer */
-    if (blockIdx.x == 0)
-      for (uint32_t q = tid; q < (uint32_t)hw; q += nt) {
-        const uint64_t v = q == 0 ? myh0 : q == 1 ? X->c.count : q == 6 ? (uint64_t)w : 0;
-#pragma unroll 1 /* one warp of one CTA runs it: code size, not issue, is its cost */
-        for (int j = 1; j < w; j++) {
-          const int d = r + j < w ? r + j : r + j - w;
-          pl_st_pkt(sh.ws[d] + mine + 16 * (uint64_t)q, v, f1);
-        }
-      }
+    if (blockIdx.x == 0) pl_tiny_hdr_push<0>(&X->c, &sh, w, r, mine, hw, myh0, f1);
     const uint64_t sig = pl_tiny_sig(myh0, X->c.count), fs = f1 ^ sig, f2s = (f1 + 1) ^ sig;
     pl_tiny_push(X, &sh, w, r, g, sstr, mine + hw * 16, fs, lo, hi, al, pl_tiny_bytes(g, w - 1));
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) /* one CTA: its packets are out (no barrier: */
@@ -966,44 +1012,13 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_tinyv_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
   const pl_snac_t *X = &args.x;
-  const pl_call_t *c = &sh.c; /* set by thread 0 below, read after the barrier */
+  const pl_call_t *c = &sh.c; /* set by thread 0 of pl_tiny_begin, read after the barrier */
   const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
-  const uint32_t nt = blockDim.x;
-  if (args.pdl & PL_PDL_WAIT) pl_grid_dep_wait(); /* every thread: no global access before it */
-  if (tid == 0) {
-    sh.epoch = *(volatile uint64_t *)&args.state->epoch;
-    sh.stop = 0;
-    sh.err = 0;
-    sh.err_peer = -1;
-    sh.err_what = NULL;
-    sh.mis = 0;
-    sh.omax = sh.imax = 0;
-    sh.c = X->c; /* the host's copies of the counts are in the arguments */
-    sh.c.scounts = sh.v[0];
-    sh.c.sdispls = sh.v[1];
-    sh.c.rcounts = sh.v[2];
-    sh.c.rdispls = sh.v[3];
-  }
-  if (tid == (nt > 32 ? 32 : 0))
-    sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
-  if (tid < w) {
-    sh.ws[tid] = X->ws[tid];
-    for (int k = 0; k < 4; k++) sh.v[k][tid] = args.v[k][tid];
-  }
+  pl_tiny_begin<1>(&args, &sh);
   __syncthreads();
   if (tid < w) { /* peer d's blocks, and this CTA's words of them (32-bit: tiny_max) */
     const int d = tid;
-    if (DT >= 0) {
-      sh.osrc[d] = X->send + pl_shard_in_off(c, d);
-      sh.ob[d] = pl_shard_bytes(c, d);
-      sh.idst[d] = X->recv + pl_shard_out_off(c, d);
-      sh.ib[d] = pl_shard_bytes(c, d);
-    } else {
-      sh.osrc[d] = X->send + pl_gather_send_off(c, d);
-      sh.ob[d] = pl_gather_bytes_send(c, d);
-      sh.idst[d] = X->recv + pl_gather_recv_off(c, d);
-      sh.ib[d] = pl_gather_bytes_recv(c, d);
-    }
+    pl_lean_peer_blocks(&sh, X, c, d, DT >= 0);
     const uint32_t no = (uint32_t)((sh.ob[d] + 7) / 8), ni = (uint32_t)((sh.ib[d] + 7) / 8);
     sh.op0[d] = no * blockIdx.x / gridDim.x;
     sh.on[d] = no * (blockIdx.x + 1) / gridDim.x - sh.op0[d];
@@ -1018,20 +1033,13 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
   __syncthreads();
   const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
+  const uint64_t mine = X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win;
   pl_ctrl_t *me = (pl_ctrl_t *)sh.ws[r];
   pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
                   args.timeout_ns, 0, args.backoff_ns};
   if (!sh.aborted) {
     /* notify: CTA 0 the whole header (the V counts too), every CTA its part of every block */
-    if (blockIdx.x == 0)
-      for (uint32_t q = tid; q < (uint32_t)hw; q += nt) {
-        const uint64_t v = pl_lean_hdr_word<1>(c, myh0, w, q);
-#pragma unroll 1 /* one warp of one CTA runs it: code size, not issue, is its cost */
-        for (int j = 1; j < w; j++) {
-          const int d = r + j < w ? r + j : r + j - w;
-          pl_st_pkt(PL_LEAN_WIN(&sh, d, r) + q, v, f1);
-        }
-      }
+    if (blockIdx.x == 0) pl_tiny_hdr_push<1>(c, &sh, w, r, mine, hw, myh0, f1);
     pl_lean_push(X, &sh, w, r, par, hw, f1);
     if (DT < 0 && sh.on[r]) { /* my own block, this CTA's words (never past my recv block) */
       const uint64_t b = sh.ob[r] < sh.ib[r] ? sh.ob[r] : sh.ib[r];
@@ -1056,7 +1064,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (blockIdx.x == 0) { /* agree, after the data: word 0 of every header, then the V counts */
       pl_wait_t wh = wd;
       wh.group = NULL; /* a header wait ends only with its header (or abort, deadline) */
-      if (hchk) {
+      if (hchk && !sh.stop) { /* (a failed or stopped wait: the verdict is made) */
         int st = 0;
         if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
           pl_lean_got_t gh = pl_lean_wait(hq, f1, wh);
