@@ -682,8 +682,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
  * flags carry the call's signature (pl_tiny_sig), and a peer that disagrees is found by the polls'
  * slow path (pl_tiny_check), and each thread pushes, then consumes, the same words [lo, hi) of its
  * CTA's part of every block, so that in place it reads every word before it overwrites it without
- * a barrier. The reduction is acc.cuh's, in
- * ascending rank order: the lean kernel's bits. The idea of a minimal one-shot / two-shot kernel
+ * a barrier. The reduction is acc.cuh's, in ascending rank order: the lean kernel's bits. The idea of a minimal one-shot / two-shot kernel
  * follows TensorRT-LLM's and vLLM's custom all-reduce; the code is purlin's. */
 
 /* A call's blocks: block k (k < world) holds bytes [k bstr, k bstr + bcap) of a tb-byte whole,
@@ -947,11 +946,11 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   pl_tiny_begin<0>(&args, &sh);
   /* my block for peer d at send + d * sstr (one-shot AllReduce, AllGather: the same for all),
    * source s's lands at recv + s * rstr (one-shot AllReduce, ReduceScatter: mine, at recv) */
-  const int coll = X->c.coll, two = DT >= 0 && TWO;
+  const int coll = X->c.coll;
   const uint64_t b = X->c.count * X->c.esize, hw = pl_hdr_words(w);
   pl_tiny_geo_t g;
   uint64_t sstr, rstr;
-  if (two) {
+  if (TWO) { /* (instantiated for the reductions only) */
     g.tb = b;
     g.bstr = g.bcap = sstr = rstr = args.ar_per * X->c.esize;
   } else {
@@ -989,7 +988,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     } else {
       const uint64_t r2 = hw + X->plan.ar_region2;
       pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, lo, hi, g, own, X->recv + (uint64_t)r * rstr,
-                                 0, hw, fs, two, mine + r2 * 16, f2s, &wd, al);
+                                 0, hw, fs, TWO, mine + r2 * 16, f2s, &wd, al);
       if constexpr (TWO)
         pl_tiny_consume<DT, OP, 0>(X, &sh, w, r, par, lo, hi, g, NULL, X->recv, rstr, r2, f2s, 0,
                                    0, 0, &wd, al);
