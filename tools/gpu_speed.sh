@@ -27,6 +27,8 @@
 #        kill-small faults with it, every tool at 8 KiB-256 KiB with it and PURLIN_TINY=0 (world 8);
 #   tinyb: AllReduce 8 KiB-1 MiB with it, PURLIN_TINY=0 and one-shot only to 32 KiB; AllGather,
 #        ReduceScatter, AllToAll 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only to 64 KiB;
+#   tinyv: the tiny V kernel against OLD's (both built, gpu_test at worlds 8 and 3, AllGatherV,
+#        ReduceScatterV, AllToAllV and AllGather at 8 KiB-256 KiB, world 8), then the faults;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
@@ -74,6 +76,13 @@ for p in $PARTS; do
       FAULTS="mismatch kill-small" TOOLS="$ALL" B=8K E=256K F=2 BW=8 \
       timeout -k 5 480 bash tools/gpu_quick.sh > "$D/tiny.txt" 2>&1
     rm -f "$D/tiny/summary.txt" ;;
+  tinyv) # the tiny V kernel against OLD's: both built, gpu_test at worlds 8 and 3, the V tools
+    # and AllGather at 8 KiB-256 KiB (world 8, graph replay, old then new), the faults
+    env OUT="$D/tinyv" OLD="$OLD" WORLDS="8 3" TOOLS="testAGV testRSV testA2AV testAG" B=8K \
+      E=256K F=2 ROUNDS=1 timeout -k 5 420 bash tools/gpu_ab.sh > "$D/tinyv.txt" 2>&1
+    env OUT="$D/tinyvf" BUILD=/tmp/pl-bnew SKIP_BUILD=1 WORLDS=" " FAULTS="mismatch kill-small" \
+      TOOLS=testAGV B=8K E=8K BW=8 timeout -k 5 120 bash tools/gpu_quick.sh >> "$D/tinyv.txt" 2>&1
+    rm -f "$D/tinyv/summary.txt" "$D/tinyvf/summary.txt" ;;
   tinyb) # the tiny kernel's sizes: AllReduce 8 KiB-1 MiB with it, with PURLIN_TINY=0 and with
     # one-shot only to 32 KiB; the gathers 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only
     # to 64 KiB (world 8; after a part that built)

@@ -1225,10 +1225,11 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;
     grid = want < 1 ? 1 : want > most ? (int)most : (int)want;
   }
-  /* Of those, the small calls run the tiny kernels (lean.cu, the same wire format): for the fixed
-   * collectives a CTA per threads * tiny_words words of the largest block, at most lean_ctas */
+  /* Of those, the small calls run the tiny kernels (lean.cu, the same wire format): a CTA per
+   * threads * tiny_words words of the largest block, at most lean_ctas */
   const int tiny = lean && comm->tune.tiny && pl_tiny_takes(x, comm->tune.tiny_max);
-  if (tiny && !pl_coll_is_v(call->coll)) { /* (V: the lean kernel's grid) */
+  if (tiny && pl_coll_is_v(call->coll)) pl_tinyv_args(x, &args);
+  if (tiny) {
     uint64_t per = (uint64_t)threads * (comm->tune.tiny_words ? comm->tune.tiny_words : 1);
     uint64_t want = ((pl_tiny_block_bytes(x) + 7) / 8 + per - 1) / per;
     uint64_t most = comm->tune.lean_ctas ? comm->tune.lean_ctas : (uint64_t)x->plan.lanes;

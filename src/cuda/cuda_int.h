@@ -93,6 +93,10 @@ typedef struct {
   int dstream;                 /* direct kernel, gathers: streaming loads and stores */
   int dpush;                   /* direct kernel, AllReduce: push when every output is mapped */
   uint64_t dpiece, dslot, drounds; /* direct kernel: pl_direct_plan */
+  uint64_t tv_sig;             /* tiny V kernel (pl_tinyv_args): AllGatherV, ReduceScatterV: the
+                                  call's signature in the data flags (0: AllToAllV, plain flags) */
+  uint32_t tv_words;           /* tiny V kernel: 8-byte words of the call's largest block */
+  int tv_check;                /* tiny V kernel: CTA 0 checks the headers after the data */
 } pl_cuda_args_t;
 #define PL_PDL_WAIT 1    /* launched with programmatic dependent launch: griddepcontrol.wait */
 #define PL_PDL_RELEASE 2 /* the stream's next lean kernel may be: release it early */

@@ -52,6 +52,14 @@ int pl_lean_takes(const pl_snac_t *x) {
 uint64_t pl_tiny_block_bytes(const pl_snac_t *x) {
   const pl_call_t *c = &x->c;
   if (c->coll == PL_COLL_ALL_REDUCE && x->plan.ar_twoshot) return pl_shard_bytes(c, 0);
+  if (pl_coll_is_v(c->coll)) { /* the most of my blocks out (AGV: my input) and in */
+    uint64_t m = c->coll == PL_COLL_ALL_GATHER_V ? c->count : 0;
+    for (int d = 0; d < c->world; d++) {
+      if (c->rcounts[d] > m) m = c->rcounts[d];
+      if (c->coll == PL_COLL_ALL_TO_ALL_V && c->scounts[d] > m) m = c->scounts[d];
+    }
+    return m * c->esize;
+  }
   return c->count * c->esize;
 }
 
@@ -260,7 +268,6 @@ PL_DEV void pl_lean_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
 /* Receive this CTA's part of every source's block (idst[s], ib[s] bytes) from window packets
  * [base ...) of its window here, PL_LEAN_RECV_UNROLL polls in flight per thread. */
 #define PL_LEAN_RECV_UNROLL 8
-template <int HDRS> /* 1: the tiny kernel's (its polls look at the headers: pl_tiny_check) */
 PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par,
                          uint64_t base, uint64_t flag, const pl_wait_t *wt, const char *what) {
   uint32_t nmax = sh->imax, n = (uint32_t)(w - 1) * nmax, nt = blockDim.x;
@@ -286,7 +293,7 @@ PL_DEV void pl_lean_recv(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uin
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u] && !pl_ready(fv[u], flag, PL_READY_EPOCH)) pend |= 1u << u;
-    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what, HDRS);
+    PL_LEAN_POLL_(PL_LEAN_RECV_UNROLL, pend, q, dv, fv, sv, flag, wt, sh, what, 0);
 #pragma unroll
     for (int u = 0; u < PL_LEAN_RECV_UNROLL; u++)
       if (q[u]) pl_lean_unpack(sh->idst[sv[u]], sh->ib[sv[u]], iv[u], dv[u]);
@@ -654,7 +661,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
     /* consume */
     if constexpr (DT < 0) {
-      pl_lean_recv<0>(X, &sh, w, r, par, hw, f1, &wd, "packets");
+      pl_lean_recv(X, &sh, w, r, par, hw, f1, &wd, "packets");
     } else {
       /* what I reduce is what I send myself (osrc/ob of the prologue): the whole vector
        * (one-shot) or my shard; it lands at my shard's place (RS: 0), one-shot's at 0 */
@@ -662,7 +669,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       pl_lean_reduce<DT, OP>(X, &sh, w, r, par, sh.osrc[r], dst, sh.ob[r], hw, f1, two,
                              hw + X->plan.ar_region2, f2, &wd, prof);
       if (two)
-        pl_lean_recv<0>(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
+        pl_lean_recv(X, &sh, w, r, par, hw + X->plan.ar_region2, f2, &wd,
                      "reduced shard packets");
     }
   }
@@ -704,12 +711,15 @@ PL_DEV uint64_t pl_tiny_bytes(pl_tiny_geo_t g, int k) {
  * ready): its waits end in the polls' slow path, which compares the headers (pl_tiny_check), so
  * the data carry the verdict and no thread awaits a header after them. Every rank receives from
  * every peer in these collectives, so every rank checks every peer's call. */
-PL_DEV uint64_t pl_tiny_sig(uint64_t h0, uint64_t count) {
-  uint64_t z = (h0 & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ^
-               (count * 0x9e3779b97f4a7c15ull);
+PL_HD uint64_t pl_tiny_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return (z ^ (z >> 31)) | 1ull << 63;
+  return z ^ (z >> 31);
+}
+PL_HD uint64_t pl_tiny_sig(uint64_t h0, uint64_t count) {
+  return pl_tiny_mix((h0 & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ^
+                     (count * 0x9e3779b97f4a7c15ull)) |
+         1ull << 63;
 }
 
 static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_t deadline,
@@ -998,14 +1008,130 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   if (tid == 0) pl_lean_end(&args, &sh, epoch, NULL);
 }
 
-/* The V collectives' small calls (AllGatherV, ReduceScatterV, AllToAllV: the calls the lean kernel
- * takes, with blocks of at most tune.tiny_max bytes) on the tiny kernel's control: the lean kernel's
- * per-peer tables (every block has its own size and place), computed by threads 0..world-1 with
- * 32-bit word splits (no 64-bit division), its push and receive (pl_lean_push, pl_lean_recv) or
- * the tiny reduction of my shard; no header phase: CTA 0 checks the headers after the data, its
- * threads 0..world-1 word 0, all of them the V counts (pl_lean_vcheck, SNAC's pairs), and the
- * polls' slow path looks at both (pl_tiny_check). DT: ReduceScatterV's dtype, -1 for AllGatherV
- * and AllToAllV. */
+/* ---- the tiny V kernel ----------------------------------------------------------------------
+ * The V collectives' small calls (AllGatherV, ReduceScatterV, AllToAllV: the calls the lean kernel
+ * takes, with blocks of at most tune.tiny_max bytes) in the fixed tiny kernel's shape: one barrier
+ * (the prologue's), no per-peer tables (every thread reads peer d's count and displacement from the
+ * arguments as it reaches d: the same d for every thread of the CTA, a broadcast), the CTAs split
+ * the words of the call's largest block (args.tv_words, the host's), and each thread pushes, then
+ * consumes, the same words of every block, so that in place it reads every word before it
+ * overwrites it (in-place AllToAllV has equal send and receive blocks; AllGatherV's and
+ * ReduceScatterV's own block is never a peer's). The agreement (docs/gpu.md, "The tiny kernel"):
+ * - AllGatherV and ReduceScatterV whose every count is non-zero: the data flags carry the call's
+ *   signature, recvcounts included (args.tv_sig): every rank receives from every peer, so every
+ *   rank sees every peer's call, and CTA 0 receives word 0 of every block: a peer whose call
+ *   differs never looks ready there, and the polls' slow path names it (pl_tiny_check).
+ * - AllToAllV, and AllGatherV or ReduceScatterV with a zero count (a rank that receives from no
+ *   one would not see a disagreement): CTA 0 checks the headers after the data (word 0 and every
+ *   pair of V counts, pl_lean_vcheck's), their words loaded before the data waits. AllToAllV keeps
+ *   the lean kernel's plain flags: its peers may run the lean or SNAC kernel (pl_lean_takes).
+ * DT: ReduceScatterV's dtype, -1 for AllGatherV and AllToAllV; OP as the fixed tiny kernel's. */
+
+/* My block for peer d (its bytes in *b): AllGatherV my whole input; AllToAllV sendcounts[d] at
+ * sdispls[d]; ReduceScatterV shard d (recvcounts[d]) at sdispls[d]. */
+PL_DEV const char *pl_tinyv_src(const pl_cuda_args_t &a, int d, uint64_t *b) {
+  const uint64_t es = a.x.c.esize;
+  const int coll = a.x.c.coll;
+  if (coll == PL_COLL_ALL_GATHER_V) {
+    *b = a.x.c.count * es;
+    return a.x.send;
+  }
+  *b = a.v[coll == PL_COLL_ALL_TO_ALL_V ? 0 : 2][d] * es;
+  return a.x.send + a.v[1][d] * es;
+}
+/* Where source s's block lands, and its bytes (AllGatherV, AllToAllV: recvcounts[s] at
+ * rdispls[s]). */
+PL_DEV char *pl_tinyv_dst(const pl_cuda_args_t &a, int s, uint64_t *b) {
+  const uint64_t es = a.x.c.esize;
+  *b = a.v[2][s] * es;
+  return a.x.recv + a.v[3][s] * es;
+}
+
+/* Push words [lo, hi) of my block for every peer, each as packet i at base + 16 i of my window
+ * there (while it has that word), 8 peers' loads in flight before their stores. */
+PL_DEV void pl_tinyv_push(const pl_cuda_args_t &a, pl_lean_sh_t *sh, int w, int r, uint64_t base,
+                          uint64_t flag, uint32_t lo, uint32_t hi) {
+  for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    for (int j0 = 1; j0 < w; j0 += 8) {
+      uint64_t v[8];
+      uint32_t m = 0;
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        if (j0 + u >= w) break;
+        const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
+        uint64_t b;
+        const char *p = pl_tinyv_src(a, d, &b);
+        if (8 * (uint64_t)i < b) {
+          v[u] = pl_lean_pack(p, b, i);
+          m |= 1u << u;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
+        if (m >> u & 1u) pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i, v[u], flag);
+      }
+    }
+  }
+}
+
+/* AllGatherV, AllToAllV: words [lo, hi) of every source's block, packet i of its window here
+ * (mywin + s * win), unpacked where it lands; my own block's word i copied (unless in place). */
+PL_DEV void pl_tinyv_gather(const pl_cuda_args_t &a, pl_lean_sh_t *sh, int w, int r,
+                            const char *mywin, uint64_t flag, uint32_t lo, uint32_t hi,
+                            const pl_wait_t *wt) {
+  const pl_snac_t *X = &a.x; /* (PL_LEAN_POLL_'s slow path) */
+  const uint64_t win = X->geom.pkt_win;
+  uint64_t bs, bd;
+  const char *ps = pl_tinyv_src(a, r, &bs);
+  char *pd = pl_tinyv_dst(a, r, &bd);
+  if (bd < bs) bs = bd; /* (never past my recv block: pl_snac_self) */
+  for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    if (ps != pd && 8 * (uint64_t)i < bs) pl_lean_unpack(pd, bs, i, pl_lean_pack(ps, bs, i));
+    for (int s0 = 0; s0 < w; s0 += 8) {
+      uint64_t dv[8], fv[8];
+      const pl_pkt_t *q[8];
+      int sv[8];
+      uint32_t pend = 0;
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int s = s0 + u;
+        uint64_t b = 0;
+        sv[u] = s;
+        q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
+        if (s < w && s != r) (void)pl_tinyv_dst(a, s, &b);
+        if (8 * (uint64_t)i < b) {
+          pl_ld_pkt(q[u], &dv[u], &fv[u]);
+          pend |= 1u << u;
+        }
+      }
+      const uint32_t got = pend;
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if ((pend >> u & 1u) && fv[u] == flag) pend &= ~(1u << u);
+      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1);
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        if (got >> u & 1u) {
+          uint64_t b;
+          char *d = pl_tinyv_dst(a, s0 + u, &b);
+          pl_lean_unpack(d, b, i, dv[u]);
+        }
+    }
+  }
+}
+
+/* Word q of rank s's header, loaded now (mine: as I push it, ready), for a check after the data. */
+PL_DEV void pl_tinyv_peek(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par, int s,
+                          uint32_t q, uint64_t f1, uint64_t *v, uint64_t *f) {
+  if (s == r) {
+    *v = pl_lean_hdr_word<1>(&sh->c, 0, w, q);
+    *f = f1;
+  } else {
+    pl_ld_pkt(PL_LEAN_WIN(sh, r, s) + q, v, f);
+  }
+}
+
 template <int DT, int OP>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_tinyv_kernel(const __grid_constant__ pl_cuda_args_t args) {
@@ -1014,22 +1140,13 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const pl_call_t *c = &sh.c; /* set by thread 0 of pl_tiny_begin, read after the barrier */
   const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
   pl_tiny_begin<1>(&args, &sh);
-  __syncthreads();
-  if (tid < w) { /* peer d's blocks, and this CTA's words of them (32-bit: tiny_max) */
-    const int d = tid;
-    pl_lean_peer_blocks(&sh, X, c, d, DT >= 0);
-    const uint32_t no = (uint32_t)((sh.ob[d] + 7) / 8), ni = (uint32_t)((sh.ib[d] + 7) / 8);
-    sh.op0[d] = no * blockIdx.x / gridDim.x;
-    sh.on[d] = no * (blockIdx.x + 1) / gridDim.x - sh.op0[d];
-    sh.ip0[d] = ni * blockIdx.x / gridDim.x;
-    sh.in[d] = ni * (blockIdx.x + 1) / gridDim.x - sh.ip0[d];
-    if (d != r) {
-      atomicMax(&sh.omax, sh.on[d]);
-      atomicMax(&sh.imax, sh.in[d]);
-    }
-  }
+  /* this CTA's words [lo, hi) of every block (32-bit: tiny_max) */
+  const uint32_t n = args.tv_words;
+  const uint32_t lo = n * blockIdx.x / gridDim.x, hi = n * (blockIdx.x + 1) / gridDim.x;
   const uint64_t hw = pl_hdr_words(w);
   const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
+  const int chk = args.tv_check && blockIdx.x == 0;
+  const uint32_t uw = (uint32_t)w, npairs = uw * uw + (X->c.coll == PL_COLL_ALL_GATHER_V ? uw : 0);
   __syncthreads();
   const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
   const uint64_t mine = X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win;
@@ -1037,36 +1154,57 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   pl_wait_t wd = {&me->abort, &me->err_epoch, epoch + 1, (const volatile int *)&sh.stop,
                   args.timeout_ns, 0, args.backoff_ns};
   if (!sh.aborted) {
-    /* notify: CTA 0 the whole header (the V counts too), every CTA its part of every block */
+    /* notify: CTA 0 the whole header (the V counts too), every CTA its words of every block */
     if (blockIdx.x == 0) pl_tiny_hdr_push<1>(c, &sh, w, r, mine, hw, myh0, f1);
-    pl_lean_push(X, &sh, w, r, par, hw, f1);
-    if (DT < 0 && sh.on[r]) { /* my own block, this CTA's words (never past my recv block) */
-      const uint64_t b = sh.ob[r] < sh.ib[r] ? sh.ob[r] : sh.ib[r];
-      const uint64_t lo = 8 * (uint64_t)sh.op0[r], e = lo + 8 * (uint64_t)sh.on[r];
-      const uint64_t hi = e < b ? e : b;
-      if (hi > lo && sh.osrc[r] != sh.idst[r]) pl_lean_copy(sh.idst[r] + lo, sh.osrc[r] + lo, hi - lo);
-    }
-    __syncthreads(); /* in place: this CTA's reads of its input are done before it overwrites */
+    const uint64_t fs = f1 ^ args.tv_sig; /* (AllToAllV: f1) */
+    pl_tinyv_push(args, &sh, w, r, mine + hw * 16, fs, lo, hi);
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) pl_grid_dep_launch();
-    const int hchk = blockIdx.x == 0 && tid < w && tid != r;
-    const pl_pkt_t *hq = PL_LEAN_WIN(&sh, r, hchk ? tid : 0);
-    uint64_t ha = 0, fa = f1;
-    if (hchk) pl_ld_pkt(hq, &ha, &fa);
-    if constexpr (DT < 0) {
-      pl_lean_recv<1>(X, &sh, w, r, par, hw, f1, &wd, "packets");
-    } else { /* my shard: every source's block for me has its bytes */
-      const pl_tiny_geo_t g = {~0ull, 0, sh.ob[r]};
-      const int al = !(((uintptr_t)sh.osrc[r] | (uintptr_t)sh.idst[r]) & 7);
-      pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, sh.ip0[r], sh.ip0[r] + sh.in[r], g,
-                                 sh.osrc[r], sh.idst[r], 0, hw, f1, 0, 0, 0, &wd, al);
+    /* chk: the header words CTA 0 checks after the data, loaded now: threads 0..world-1 word 0
+     * of rank tid's, thread k pair k of pl_lean_vcheck (word qa of rank ps's header against word
+     * qb of rank pt's, or my count pb) */
+    const int hchk = chk && tid < w && tid != r, pair = chk && (uint32_t)tid < npairs;
+    uint64_t ha = 0, fa = f1, pa = 0, fpa = f1, pb = 0, fpb = f1;
+    int ps = 0, pt = -1;
+    uint32_t pqa = 0, pqb = 0;
+    if (hchk) pl_ld_pkt(PL_LEAN_WIN(&sh, r, tid), &ha, &fa);
+    if (pair) {
+      if ((uint32_t)tid < uw * uw) {
+        ps = (int)((uint32_t)tid / uw);
+        const int i = tid - ps * w;
+        pqa = PL_HDR_FIXED + (uint32_t)i;
+        if (X->c.coll == PL_COLL_ALL_TO_ALL_V) {
+          pt = i;
+          pqb = PL_HDR_FIXED + 2 * uw + (uint32_t)ps;
+        } else {
+          pb = sh.v[2][i];
+        }
+      } else { /* AllGatherV: rank ps's sendcount */
+        ps = tid - w * w;
+        pqa = 1;
+        pb = sh.v[2][ps];
+      }
+      pl_tinyv_peek(X, &sh, w, r, par, ps, pqa, f1, &pa, &fpa);
+      if (pt >= 0) pl_tinyv_peek(X, &sh, w, r, par, pt, pqb, f1, &pb, &fpb);
     }
-    if (blockIdx.x == 0) { /* agree, after the data: word 0 of every header, then the V counts */
+    /* consume */
+    const char *mywin = sh.ws[r] + X->geom.pkt_off + par * (uint64_t)w * X->geom.pkt_win + hw * 16;
+    if constexpr (DT < 0) {
+      pl_tinyv_gather(args, &sh, w, r, mywin, fs, lo, hi, &wd);
+    } else { /* my shard: every source's block for me has its bytes */
+      uint64_t br;
+      const char *own = pl_tinyv_src(args, r, &br);
+      const pl_tiny_geo_t g = {~0ull, 0, br};
+      const int al = !(((uintptr_t)own | (uintptr_t)X->recv) & 7);
+      pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, lo, hi, g, own, X->recv, 0, hw, fs, 0, 0, 0,
+                                 &wd, al);
+    }
+    if (chk) { /* agree, after the data (a failed or stopped wait: the verdict is made) */
       pl_wait_t wh = wd;
       wh.group = NULL; /* a header wait ends only with its header (or abort, deadline) */
-      if (hchk && !sh.stop) { /* (a failed or stopped wait: the verdict is made) */
-        int st = 0;
+      int st = 0;
+      if (hchk && !sh.stop) {
         if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
-          pl_lean_got_t gh = pl_lean_wait(hq, f1, wh);
+          pl_lean_got_t gh = pl_lean_wait(PL_LEAN_WIN(&sh, r, tid), f1, wh);
           st = gh.st;
           ha = gh.data;
         }
@@ -1075,7 +1213,15 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         else if ((ha >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
           pl_lean_zc_done(X, &sh, tid, r, f1); /* a SNAC-kernel peer awaits it (AllToAllV) */
       }
-      pl_lean_vcheck(X, &sh, w, r, par, f1, wh, 0);
+      if (pair && !st && !sh.stop) {
+        if (!pl_ready(fpa, f1, PL_READY_EPOCH))
+          pa = pl_lean_hword(X, &sh, w, r, par, ps, (int)pqa, f1, wh, &st, 0);
+        if (!st && pt >= 0 && !pl_ready(fpb, f1, PL_READY_EPOCH))
+          pb = pl_lean_hword(X, &sh, w, r, par, pt, (int)pqb, f1, wh, &st, 0);
+        if (!st && pa != pb) pl_lean_mis(&sh);
+      }
+      if (npairs > blockDim.x) /* (more pairs than threads: all of them, as the lean kernel) */
+        pl_lean_vcheck(X, &sh, w, r, par, f1, wh, 0);
     }
   }
   __syncthreads();
@@ -1157,4 +1303,22 @@ cudaError_t pl_cuda_tiny_launch(const pl_cuda_args_t *args, int grid, int thread
 #undef PL_TINY_CASE_
   default: return pl_lean_go(pl_tiny_kernel<-1, -1, 0>, args, grid, threads, pdl, s);
   }
+}
+
+void pl_tinyv_args(const pl_snac_t *x, pl_cuda_args_t *a) {
+  const pl_call_t *c = &x->c;
+  const int w = c->world, agv = c->coll == PL_COLL_ALL_GATHER_V;
+  a->tv_words = (uint32_t)((pl_tiny_block_bytes(x) + 7) / 8); /* (at most PL_TINY_MAX_BYTES / 8) */
+  a->tv_sig = 0;
+  a->tv_check = 1;
+  if (c->coll == PL_COLL_ALL_TO_ALL_V) return; /* (plain flags: SNAC's and the lean kernel's) */
+  a->tv_check = 0; /* (unless a count is 0: a rank receiving from no one sees no signature) */
+  /* the fields of header word 0 every rank shares, AllGatherV's "my sendcount is my recvcount",
+   * then every recvcount: equal on every rank whose call agrees with mine */
+  uint64_t z = pl_tiny_sig(pl_hdr_word0(c, 0), agv && c->count != c->rcounts[c->rank]);
+  for (int d = 0; d < w; d++) {
+    z = pl_tiny_mix(z ^ (c->rcounts[d] * 0x9e3779b97f4a7c15ull));
+    if (!c->rcounts[d]) a->tv_check = 1;
+  }
+  a->tv_sig = z | 1ull << 63;
 }

@@ -139,7 +139,7 @@ PL_HD uint64_t pl_hdr_word0(const pl_call_t *c, uint64_t flags) {
  * A2AV: sendcounts at [0, w), recvcounts at [2w, 3w); RSV, A2AV: sdispls at [w, 2w), read by zero
  * copy), 0 elsewhere. Shared by both kernels' headers (the lean kernel pushes it word by word). */
 PL_HD uint64_t pl_hdr_vword(const pl_call_t *c, int i) {
-  int w = c->world, k = i / w, d = i - k * w;
+  const int w = c->world, k = i >= 2 * w ? 2 : i >= w ? 1 : 0, d = i - k * w; /* (no division) */
   switch (c->coll) {
   case PL_COLL_ALL_GATHER_V: return k == 0 ? c->rcounts[d] : 0;
   case PL_COLL_REDUCE_SCATTER_V: return k == 0 ? c->rcounts[d] : k == 1 ? c->sdispls[d] : 0;

@@ -970,17 +970,21 @@ static void devcounts_mismatch(void) {
 
 /* ---- faults ---------------------------------------------------------------------------------- */
 
-/* V counts that disagree (host counts, small blocks: the lean kernel on every rank): the last rank
- * perturbs recvcounts[0]. Every rank must report MISMATCH naming SNAC's field for it, and the
- * communicator stays usable. */
-static int vmismatch(int coll) {
+/* V counts that disagree (host counts, small blocks: the lean or tiny kernel on every rank): the
+ * last rank perturbs recvcounts[0]. Every rank must report MISMATCH naming SNAC's field for it, and
+ * the communicator stays usable. zero: rank 1's blocks are empty on every rank (the tiny kernel
+ * then checks the headers after the data: a rank may receive from no one whose call differs). */
+static int vmismatch1(int coll, int zero) {
   size_t c[72], rc[72], n = 100;
   for (int i = 0; i < g_world; i++) c[i] = rc[i] = n;
+  for (int i = 0; zero && i < g_world; i++) /* (A2AV: rank 1 sends and receives nothing) */
+    if (i == 1 || (coll == C_A2AV && g_rank == 1)) c[i] = rc[i] = 0;
   if (g_rank == g_world - 1) rc[0] = n + 1;
   purlin_status_t st, ast = PURLIN_OK;
   const char *want = coll == C_A2AV ? "sendcounts/recvcounts" : "recvcounts";
-  if (coll == C_AGV)
-    st = purlin_all_gather_v(g_dev[0], n, g_dev[1], rc, NULL, PURLIN_F32, g_comm, g_stream, NULL);
+  if (coll == C_AGV) /* (my sendcount is my recvcount, as every rank agrees) */
+    st = purlin_all_gather_v(g_dev[0], zero && g_rank == 1 ? 0 : n, g_dev[1], rc, NULL, PURLIN_F32,
+                             g_comm, g_stream, NULL);
   else if (coll == C_RSV)
     st = purlin_reduce_scatter_v(g_dev[0], g_dev[1], rc, NULL, PURLIN_F32, PURLIN_SUM, g_comm,
                                  g_stream, NULL);
@@ -998,6 +1002,9 @@ static int vmismatch(int coll) {
   if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", msg);
   add(coll, PURLIN_F32, PURLIN_SUM, 1, 500, B_OUT_DD, 1);
   return 0;
+}
+static int vmismatch(int coll) {
+  return vmismatch1(coll, 0) || vmismatch1(coll, 1);
 }
 
 static int fault_mismatch(void) {
