@@ -217,40 +217,16 @@ static __device__ __noinline__ uint64_t pl_lean_pack_slow(const char *src, uint6
                                                           uint64_t i) {
   return pl_pkt_pack(src, b, i);
 }
-/* A whole word at an address aligned to 4 or 2 bytes (an element's alignment, which the API
- * requires): two or four stores at once, not a loop of eight. */
 static __device__ __noinline__ void pl_lean_unpack_slow(char *dst, uint64_t b, uint64_t i,
                                                         uint64_t d) {
-  char *q = dst + 8 * i;
-  if (8 * i + 8 <= b && !((uintptr_t)q & 1)) {
-    if (!((uintptr_t)q & 3)) {
-      ((uint32_t *)q)[0] = (uint32_t)d;
-      ((uint32_t *)q)[1] = (uint32_t)(d >> 32);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 4; k++) ((uint16_t *)q)[k] = (uint16_t)(d >> 16 * k);
-    }
-    return;
-  }
   pl_pkt_unpack(dst, b, i, d);
 }
 static __device__ __noinline__ void pl_lean_copy(char *dst, const char *src, uint64_t bytes) {
   pl_copy_vec(dst, src, bytes, threadIdx.x, blockDim.x);
 }
-/* Word i of a b-byte block at src. A whole word at an unaligned address (a V collective's blocks
- * sit at any element's displacement) is two aligned loads, shifted, in line and in flight with the
- * caller's other loads (a call per word would wait for each in turn), when the second aligned word
- * ends within the block. The first may begin up to 7 bytes before the block: those bytes are in the
- * same buffer or allocation (allocations start 8-byte aligned, and the aligned word holds a byte of
- * the block); they are read, never used. Else (a block's last bytes) out of line. */
 PL_DEV uint64_t pl_lean_pack(const char *src, uint64_t b, uint64_t i) {
   const char *p = src + 8 * i;
-  const uint32_t a = (uint32_t)((uintptr_t)p & 7);
-  if (8 * i + 8 <= b) {
-    if (!a) return *(const uint64_t *)p;
-    const uint64_t *q = (const uint64_t *)(p - a);
-    if ((const char *)(q + 2) <= src + b) return q[0] >> 8 * a | q[1] << (64 - 8 * a);
-  }
+  if (8 * i + 8 <= b && !((uintptr_t)p & 7)) return *(const uint64_t *)p;
   return pl_lean_pack_slow(src, b, i);
 }
 PL_DEV void pl_lean_unpack(char *dst, uint64_t b, uint64_t i, uint64_t d) {
@@ -784,7 +760,7 @@ static __device__ __noinline__ void pl_tiny_push_slow(const pl_snac_t *X, pl_lea
     const uint64_t bd = pl_tiny_bytes(g, d);
     if (8 * (uint64_t)i < bd)
       pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i,
-                pl_lean_pack(X->send + (uint64_t)d * sstr, bd, i), flag);
+                pl_pkt_pack(X->send + (uint64_t)d * sstr, bd, i), flag);
   }
 }
 
@@ -829,7 +805,7 @@ PL_DEV int pl_tiny_word(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint
   const int op = OP >= 0 ? OP : X->c.op;
   const uint64_t win = X->geom.pkt_win, o = 8 * (uint64_t)i;
   uint64_t mine = 0;
-  if (RED || own) mine = FAST ? *(const uint64_t *)(own + o) : pl_lean_pack(own, br, i);
+  if (RED || own) mine = FAST ? *(const uint64_t *)(own + o) : pl_pkt_pack(own, br, i);
   pl_lacc_t acc;
   for (int s0 = 0; s0 < w; s0 += 8) {
     uint64_t dv[8], fv[8];
@@ -860,14 +836,14 @@ PL_DEV int pl_tiny_word(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint
       } else if (got >> u & 1u) {
         char *d = dst + (uint64_t)s * rstr;
         if (FAST) *(uint64_t *)(d + o) = dv[u];
-        else pl_lean_unpack(d, pl_tiny_bytes(g, s), i, dv[u]);
+        else pl_pkt_unpack(d, pl_tiny_bytes(g, s), i, dv[u]);
       }
     }
   }
   if constexpr (RED) {
     const uint64_t out = pl_lacc_get<DT>(&acc, op, w);
     if (FAST) *(uint64_t *)(dst + o) = out;
-    else pl_lean_unpack(dst, br, i, out);
+    else pl_pkt_unpack(dst, br, i, out);
     if (push2)
       for (int j = 1; j < w; j++) {
         const int d = r + j < w ? r + j : r + j - w;
@@ -877,7 +853,7 @@ PL_DEV int pl_tiny_word(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint
     char *at = dst + (uint64_t)r * rstr;
     if (own && own != at && (FAST || o < br)) {
       if (FAST) *(uint64_t *)(at + o) = mine;
-      else pl_lean_unpack(at, br, i, mine);
+      else pl_pkt_unpack(at, br, i, mine);
     }
   }
   return 1;
