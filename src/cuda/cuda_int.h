@@ -97,6 +97,7 @@ typedef struct {
                                   call's signature in the data flags (0: AllToAllV, plain flags) */
   uint32_t tv_words;           /* tiny V kernel: 8-byte words of the call's largest block */
   int tv_check;                /* tiny V kernel: CTA 0 checks the headers after the data */
+  int tv_fast;                 /* tiny V kernel: every buffer, place and block 8-byte aligned */
 } pl_cuda_args_t;
 #define PL_PDL_WAIT 1    /* launched with programmatic dependent launch: griddepcontrol.wait */
 #define PL_PDL_RELEASE 2 /* the stream's next lean kernel may be: release it early */

@@ -929,13 +929,29 @@ PL_DEV void pl_tiny_begin(const pl_cuda_args_t *args, pl_lean_sh_t *sh) {
   }
 }
 
+/* Word q of my header in the tiny V kernel of collective COLL: pl_lean_hdr_word's (SNAC's
+ * pl_hdr_vword for the V counts) with the collective a constant, from the shared copies of the
+ * counts. */
+template <int COLL>
+PL_DEV uint64_t pl_tinyv_hword(const pl_lean_sh_t *sh, uint64_t h0, uint64_t count, int w,
+                               uint32_t q) {
+  if (q < PL_HDR_FIXED) return q == 0 ? h0 : q == 1 ? count : q == 6 ? (uint64_t)w : 0;
+  const uint32_t i = q - PL_HDR_FIXED, uw = (uint32_t)w, k = i >= 2 * uw ? 2 : i >= uw ? 1 : 0;
+  const uint32_t d = i - k * uw;
+  if (COLL == PL_COLL_ALL_TO_ALL_V) return sh->v[k][d]; /* scounts, sdispls, rcounts */
+  if (COLL == PL_COLL_REDUCE_SCATTER_V && k == 1) return sh->v[1][d]; /* sdispls */
+  return k == 0 ? sh->v[2][d] : 0;                                     /* recvcounts */
+}
+
 /* CTA 0 of a tiny kernel: every word of my header (a verdict reads them all; V: the counts too) to
- * every peer, as packet q of my window there (mine: that window's offset in a workspace). */
-template <int V>
+ * every peer, as packet q of my window there (mine: that window's offset in a workspace). COLL: the
+ * V collective (pl_tinyv_hword), -1 for the fixed ones. */
+template <int COLL>
 PL_DEV void pl_tiny_hdr_push(const pl_call_t *c, pl_lean_sh_t *sh, int w, int r, uint64_t mine,
                              uint64_t hw, uint64_t myh0, uint64_t f1) {
   for (uint32_t q = threadIdx.x; q < (uint32_t)hw; q += blockDim.x) {
-    const uint64_t v = pl_lean_hdr_word<V>(c, myh0, w, q);
+    const uint64_t v = COLL < 0 ? pl_lean_hdr_word<0>(c, myh0, w, q)
+                                : pl_tinyv_hword<COLL>(sh, myh0, c->count, w, q);
 #pragma unroll 1 /* one warp of one CTA runs it: code size, not issue, is its cost */
     for (int j = 1; j < w; j++) {
       const int d = r + j < w ? r + j : r + j - w;
@@ -984,7 +1000,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   if (!sh.aborted) {
     /* notify: CTA 0 the header (SNAC's words 0, count and world, the rest 0: every rank's whole
      * header is what a verdict reads), every CTA its words of my block for every peer */
-    if (blockIdx.x == 0) pl_tiny_hdr_push<0>(&X->c, &sh, w, r, mine, hw, myh0, f1);
+    if (blockIdx.x == 0) pl_tiny_hdr_push<-1>(&X->c, &sh, w, r, mine, hw, myh0, f1);
     const uint64_t sig = pl_tiny_sig(myh0, X->c.count), fs = f1 ^ sig, f2s = (f1 + 1) ^ sig;
     pl_tiny_push(X, &sh, w, r, g, sstr, mine + hw * 16, fs, lo, hi, al, pl_tiny_bytes(g, w - 1));
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) /* one CTA: its packets are out (no barrier: */
@@ -1025,69 +1041,87 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
  *   one would not see a disagreement): CTA 0 checks the headers after the data (word 0 and every
  *   pair of V counts, pl_lean_vcheck's), their words loaded before the data waits. AllToAllV keeps
  *   the lean kernel's plain flags: its peers may run the lean or SNAC kernel (pl_lean_takes).
- * DT: ReduceScatterV's dtype, -1 for AllGatherV and AllToAllV; OP as the fixed tiny kernel's. */
+ * DT: ReduceScatterV's dtype, -1 for AllGatherV and AllToAllV; OP as the fixed tiny kernel's; COLL:
+ * the collective (a constant: AllGatherV's push is one load per word for every peer). */
 
 /* My block for peer d (its bytes in *b): AllGatherV my whole input; AllToAllV sendcounts[d] at
- * sdispls[d]; ReduceScatterV shard d (recvcounts[d]) at sdispls[d]. */
-PL_DEV const char *pl_tinyv_src(const pl_cuda_args_t &a, int d, uint64_t *b) {
-  const uint64_t es = a.x.c.esize;
-  const int coll = a.x.c.coll;
-  if (coll == PL_COLL_ALL_GATHER_V) {
-    *b = a.x.c.count * es;
-    return a.x.send;
+ * sdispls[d]; ReduceScatterV shard d (recvcounts[d]) at sdispls[d]. v: the counts (the arguments'
+ * in the fast path: a broadcast load, every thread at the same d; the shared copies in the slow
+ * path, which gets no reference to the arguments). */
+template <int COLL>
+PL_DEV const char *pl_tinyv_src(const uint64_t (*v)[PL_MAX_WORLD], const pl_snac_t *X, int d,
+                                uint64_t *b) {
+  const uint64_t es = X->c.esize;
+  if (COLL == PL_COLL_ALL_GATHER_V) {
+    *b = X->c.count * es;
+    return X->send;
   }
-  *b = a.v[coll == PL_COLL_ALL_TO_ALL_V ? 0 : 2][d] * es;
-  return a.x.send + a.v[1][d] * es;
+  *b = v[COLL == PL_COLL_ALL_TO_ALL_V ? 0 : 2][d] * es;
+  return X->send + v[1][d] * es;
 }
 /* Where source s's block lands, and its bytes (AllGatherV, AllToAllV: recvcounts[s] at
  * rdispls[s]). */
-PL_DEV char *pl_tinyv_dst(const pl_cuda_args_t &a, int s, uint64_t *b) {
-  const uint64_t es = a.x.c.esize;
-  *b = a.v[2][s] * es;
-  return a.x.recv + a.v[3][s] * es;
+PL_DEV char *pl_tinyv_dst(const uint64_t (*v)[PL_MAX_WORLD], const pl_snac_t *X, int s,
+                          uint64_t *b) {
+  *b = v[2][s] * X->c.esize;
+  return X->recv + v[3][s] * X->c.esize;
 }
 
 /* Push words [lo, hi) of my block for every peer, each as packet i at base + 16 i of my window
- * there (while it has that word), 8 peers' loads in flight before their stores. */
-PL_DEV void pl_tinyv_push(const pl_cuda_args_t &a, pl_lean_sh_t *sh, int w, int r, uint64_t base,
-                          uint64_t flag, uint32_t lo, uint32_t hi) {
+ * there (while it has that word), 8 peers' loads in flight before their stores. FAST: every
+ * block 8-byte aligned and of whole words (args.tv_fast): plain loads, no test per word. */
+template <int COLL, int FAST>
+PL_DEV void pl_tinyv_push(const uint64_t (*v)[PL_MAX_WORLD], const pl_snac_t *X, pl_lean_sh_t *sh,
+                          int w, int r, uint64_t base, uint64_t flag, uint32_t lo, uint32_t hi) {
   for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const uint64_t o = 8 * (uint64_t)i;
     for (int j0 = 1; j0 < w; j0 += 8) {
-      uint64_t v[8];
+      uint64_t x[8];
       uint32_t m = 0;
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         if (j0 + u >= w) break;
         const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
         uint64_t b;
-        const char *p = pl_tinyv_src(a, d, &b);
-        if (8 * (uint64_t)i < b) {
-          v[u] = pl_lean_pack(p, b, i);
+        const char *p = pl_tinyv_src<COLL>(v, X, d, &b);
+        if (o < b) {
+          x[u] = FAST ? *(const uint64_t *)(p + o) : pl_pkt_pack(p, b, i);
           m |= 1u << u;
         }
       }
 #pragma unroll
       for (int u = 0; u < 8; u++) {
         const int d = r + j0 + u < w ? r + j0 + u : r + j0 + u - w;
-        if (m >> u & 1u) pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i, v[u], flag);
+        if (m >> u & 1u) pl_st_pkt(sh->ws[d] + base + 16 * (uint64_t)i, x[u], flag);
       }
     }
   }
 }
+template <int COLL>
+static __device__ __noinline__ void pl_tinyv_push_slow(const pl_snac_t *X, pl_lean_sh_t *sh, int w,
+                                                       int r, uint64_t base, uint64_t flag,
+                                                       uint32_t lo, uint32_t hi) {
+  pl_tinyv_push<COLL, 0>(sh->v, X, sh, w, r, base, flag, lo, hi);
+}
 
 /* AllGatherV, AllToAllV: words [lo, hi) of every source's block, packet i of its window here
- * (mywin + s * win), unpacked where it lands; my own block's word i copied (unless in place). */
-PL_DEV void pl_tinyv_gather(const pl_cuda_args_t &a, pl_lean_sh_t *sh, int w, int r,
-                            const char *mywin, uint64_t flag, uint32_t lo, uint32_t hi,
-                            const pl_wait_t *wt) {
-  const pl_snac_t *X = &a.x; /* (PL_LEAN_POLL_'s slow path) */
+ * (mywin + s * win), unpacked where it lands; my own block's word i copied (unless in place).
+ * FAST as pl_tinyv_push's. */
+template <int COLL, int FAST>
+PL_DEV void pl_tinyv_gather(const uint64_t (*v)[PL_MAX_WORLD], const pl_snac_t *X,
+                            pl_lean_sh_t *sh, int w, int r, const char *mywin, uint64_t flag,
+                            uint32_t lo, uint32_t hi, const pl_wait_t *wt) {
   const uint64_t win = X->geom.pkt_win;
   uint64_t bs, bd;
-  const char *ps = pl_tinyv_src(a, r, &bs);
-  char *pd = pl_tinyv_dst(a, r, &bd);
+  const char *ps = pl_tinyv_src<COLL>(v, X, r, &bs);
+  char *pd = pl_tinyv_dst(v, X, r, &bd);
   if (bd < bs) bs = bd; /* (never past my recv block: pl_snac_self) */
   for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    if (ps != pd && 8 * (uint64_t)i < bs) pl_lean_unpack(pd, bs, i, pl_lean_pack(ps, bs, i));
+    const uint64_t o = 8 * (uint64_t)i;
+    if (ps != pd && o < bs) {
+      if (FAST) *(uint64_t *)(pd + o) = *(const uint64_t *)(ps + o);
+      else pl_pkt_unpack(pd, bs, i, pl_pkt_pack(ps, bs, i));
+    }
     for (int s0 = 0; s0 < w; s0 += 8) {
       uint64_t dv[8], fv[8];
       const pl_pkt_t *q[8];
@@ -1099,8 +1133,8 @@ PL_DEV void pl_tinyv_gather(const pl_cuda_args_t &a, pl_lean_sh_t *sh, int w, in
         uint64_t b = 0;
         sv[u] = s;
         q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
-        if (s < w && s != r) (void)pl_tinyv_dst(a, s, &b);
-        if (8 * (uint64_t)i < b) {
+        if (s < w && s != r) (void)pl_tinyv_dst(v, X, s, &b);
+        if (o < b) {
           pl_ld_pkt(q[u], &dv[u], &fv[u]);
           pend |= 1u << u;
         }
@@ -1114,25 +1148,34 @@ PL_DEV void pl_tinyv_gather(const pl_cuda_args_t &a, pl_lean_sh_t *sh, int w, in
       for (int u = 0; u < 8; u++)
         if (got >> u & 1u) {
           uint64_t b;
-          char *d = pl_tinyv_dst(a, s0 + u, &b);
-          pl_lean_unpack(d, b, i, dv[u]);
+          char *d = pl_tinyv_dst(v, X, s0 + u, &b);
+          if (FAST) *(uint64_t *)(d + o) = dv[u];
+          else pl_pkt_unpack(d, b, i, dv[u]);
         }
     }
   }
 }
+template <int COLL>
+static __device__ __noinline__ void pl_tinyv_gather_slow(const pl_snac_t *X, pl_lean_sh_t *sh,
+                                                         int w, int r, const char *mywin,
+                                                         uint64_t flag, uint32_t lo, uint32_t hi,
+                                                         pl_wait_t wt) {
+  pl_tinyv_gather<COLL, 0>(sh->v, X, sh, w, r, mywin, flag, lo, hi, &wt);
+}
 
 /* Word q of rank s's header, loaded now (mine: as I push it, ready), for a check after the data. */
+template <int COLL>
 PL_DEV void pl_tinyv_peek(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint64_t par, int s,
                           uint32_t q, uint64_t f1, uint64_t *v, uint64_t *f) {
   if (s == r) {
-    *v = pl_lean_hdr_word<1>(&sh->c, 0, w, q);
+    *v = pl_tinyv_hword<COLL>(sh, 0, X->c.count, w, q);
     *f = f1;
   } else {
     pl_ld_pkt(PL_LEAN_WIN(sh, r, s) + q, v, f);
   }
 }
 
-template <int DT, int OP>
+template <int DT, int OP, int COLL>
 __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_tinyv_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
@@ -1146,7 +1189,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
   const uint64_t hw = pl_hdr_words(w);
   const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
   const int chk = args.tv_check && blockIdx.x == 0;
-  const uint32_t uw = (uint32_t)w, npairs = uw * uw + (X->c.coll == PL_COLL_ALL_GATHER_V ? uw : 0);
+  const uint32_t uw = (uint32_t)w, npairs = uw * uw + (COLL == PL_COLL_ALL_GATHER_V ? uw : 0);
   __syncthreads();
   const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
   const uint64_t mine = X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win;
@@ -1155,9 +1198,10 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
                   args.timeout_ns, 0, args.backoff_ns};
   if (!sh.aborted) {
     /* notify: CTA 0 the whole header (the V counts too), every CTA its words of every block */
-    if (blockIdx.x == 0) pl_tiny_hdr_push<1>(c, &sh, w, r, mine, hw, myh0, f1);
+    if (blockIdx.x == 0) pl_tiny_hdr_push<COLL>(&X->c, &sh, w, r, mine, hw, myh0, f1);
     const uint64_t fs = f1 ^ args.tv_sig; /* (AllToAllV: f1) */
-    pl_tinyv_push(args, &sh, w, r, mine + hw * 16, fs, lo, hi);
+    if (args.tv_fast) pl_tinyv_push<COLL, 1>(args.v, X, &sh, w, r, mine + hw * 16, fs, lo, hi);
+    else pl_tinyv_push_slow<COLL>(X, &sh, w, r, mine + hw * 16, fs, lo, hi);
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) pl_grid_dep_launch();
     /* chk: the header words CTA 0 checks after the data, loaded now: threads 0..world-1 word 0
      * of rank tid's, thread k pair k of pl_lean_vcheck (word qa of rank ps's header against word
@@ -1172,7 +1216,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         ps = (int)((uint32_t)tid / uw);
         const int i = tid - ps * w;
         pqa = PL_HDR_FIXED + (uint32_t)i;
-        if (X->c.coll == PL_COLL_ALL_TO_ALL_V) {
+        if (COLL == PL_COLL_ALL_TO_ALL_V) {
           pt = i;
           pqb = PL_HDR_FIXED + 2 * uw + (uint32_t)ps;
         } else {
@@ -1183,16 +1227,17 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         pqa = 1;
         pb = sh.v[2][ps];
       }
-      pl_tinyv_peek(X, &sh, w, r, par, ps, pqa, f1, &pa, &fpa);
-      if (pt >= 0) pl_tinyv_peek(X, &sh, w, r, par, pt, pqb, f1, &pb, &fpb);
+      pl_tinyv_peek<COLL>(X, &sh, w, r, par, ps, pqa, f1, &pa, &fpa);
+      if (pt >= 0) pl_tinyv_peek<COLL>(X, &sh, w, r, par, pt, pqb, f1, &pb, &fpb);
     }
     /* consume */
     const char *mywin = sh.ws[r] + X->geom.pkt_off + par * (uint64_t)w * X->geom.pkt_win + hw * 16;
     if constexpr (DT < 0) {
-      pl_tinyv_gather(args, &sh, w, r, mywin, fs, lo, hi, &wd);
+      if (args.tv_fast) pl_tinyv_gather<COLL, 1>(args.v, X, &sh, w, r, mywin, fs, lo, hi, &wd);
+      else pl_tinyv_gather_slow<COLL>(X, &sh, w, r, mywin, fs, lo, hi, wd);
     } else { /* my shard: every source's block for me has its bytes */
       uint64_t br;
-      const char *own = pl_tinyv_src(args, r, &br);
+      const char *own = pl_tinyv_src<COLL>(args.v, X, r, &br);
       const pl_tiny_geo_t g = {~0ull, 0, br};
       const int al = !(((uintptr_t)own | (uintptr_t)X->recv) & 7);
       pl_tiny_consume<DT, OP, 1>(X, &sh, w, r, par, lo, hi, g, own, X->recv, 0, hw, fs, 0, 0, 0,
@@ -1281,15 +1326,19 @@ cudaError_t pl_cuda_tiny_launch(const pl_cuda_args_t *args, int grid, int thread
   const int sum = args->x.c.op == PURLIN_SUM;
   const int two = args->x.c.coll == PL_COLL_ALL_REDUCE && args->x.plan.ar_twoshot;
   const int reduce = pl_coll_is_reduce(args->x.c.coll);
-  if (pl_coll_is_v(args->x.c.coll)) switch (reduce ? args->x.c.dtype : -1) {
+  if (args->x.c.coll == PL_COLL_ALL_GATHER_V)
+    return pl_lean_go(pl_tinyv_kernel<-1, -1, PL_COLL_ALL_GATHER_V>, args, grid, threads, pdl, s);
+  if (args->x.c.coll == PL_COLL_ALL_TO_ALL_V)
+    return pl_lean_go(pl_tinyv_kernel<-1, -1, PL_COLL_ALL_TO_ALL_V>, args, grid, threads, pdl, s);
+  if (args->x.c.coll == PL_COLL_REDUCE_SCATTER_V) switch (args->x.c.dtype) {
 #define PL_TINYV_CASE_(name, suffix, bytes)                                                        \
   case PURLIN_##name:                                                                              \
-    return pl_lean_go(sum ? pl_tinyv_kernel<PURLIN_##name, PURLIN_SUM>                             \
-                          : pl_tinyv_kernel<PURLIN_##name, -1>,                                    \
+    return pl_lean_go(sum ? pl_tinyv_kernel<PURLIN_##name, PURLIN_SUM, PL_COLL_REDUCE_SCATTER_V>   \
+                          : pl_tinyv_kernel<PURLIN_##name, -1, PL_COLL_REDUCE_SCATTER_V>,          \
                       args, grid, threads, pdl, s);
       PURLIN_DTYPE_MAP(PL_TINYV_CASE_)
 #undef PL_TINYV_CASE_
-    default: return pl_lean_go(pl_tinyv_kernel<-1, -1>, args, grid, threads, pdl, s);
+    default: return cudaErrorInvalidValue; /* (not reached: every dtype has a case) */
     }
   switch (reduce ? args->x.c.dtype : -1) {
 #define PL_TINY_CASE_(name, suffix, bytes)                                                         \
@@ -1308,7 +1357,17 @@ cudaError_t pl_cuda_tiny_launch(const pl_cuda_args_t *args, int grid, int thread
 void pl_tinyv_args(const pl_snac_t *x, pl_cuda_args_t *a) {
   const pl_call_t *c = &x->c;
   const int w = c->world, agv = c->coll == PL_COLL_ALL_GATHER_V;
+  const uint64_t es = c->esize;
   a->tv_words = (uint32_t)((pl_tiny_block_bytes(x) + 7) / 8); /* (at most PL_TINY_MAX_BYTES / 8) */
+  /* fast: the buffers, every block's place and bytes, 8-byte multiples */
+  uint64_t odd = (uintptr_t)x->send | (uintptr_t)x->recv | (agv ? c->count * es : 0);
+  for (int d = 0; d < w; d++) {
+    if (c->coll != PL_COLL_ALL_GATHER_V) odd |= c->sdispls[d] * es;
+    if (c->coll == PL_COLL_ALL_TO_ALL_V) odd |= c->scounts[d] * es;
+    if (c->coll != PL_COLL_REDUCE_SCATTER_V) odd |= c->rdispls[d] * es;
+    odd |= c->rcounts[d] * es;
+  }
+  a->tv_fast = !(odd & 7);
   a->tv_sig = 0;
   a->tv_check = 1;
   if (c->coll == PL_COLL_ALL_TO_ALL_V) return; /* (plain flags: SNAC's and the lean kernel's) */
