@@ -1180,7 +1180,6 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     pl_tinyv_kernel(const __grid_constant__ pl_cuda_args_t args) {
   __shared__ pl_lean_sh_t sh;
   const pl_snac_t *X = &args.x;
-  const pl_call_t *c = &sh.c; /* set by thread 0 of pl_tiny_begin, read after the barrier */
   const int w = X->c.world, r = X->c.rank, tid = threadIdx.x;
   pl_tiny_begin<1>(&args, &sh);
   /* this CTA's words [lo, hi) of every block (32-bit: tiny_max) */
