@@ -1202,18 +1202,20 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     if (args.tv_fast) pl_tinyv_push<COLL, 1>(args.v, X, &sh, w, r, mine + hw * 16, fs, lo, hi);
     else pl_tinyv_push_slow<COLL>(X, &sh, w, r, mine + hw * 16, fs, lo, hi);
     if (tid == 0 && (args.pdl & PL_PDL_RELEASE)) pl_grid_dep_launch();
-    /* chk: the header words CTA 0 checks after the data, loaded now: threads 0..world-1 word 0
-     * of rank tid's, thread k pair k of pl_lean_vcheck (word qa of rank ps's header against word
-     * qb of rank pt's, or my count pb) */
-    const int hchk = chk && tid < w && tid != r, pair = chk && (uint32_t)tid < npairs;
+    /* chk: the header words CTA 0 checks after its data, loaded now, by its last threads (from
+     * thread blockDim - 1 down: those with the fewest data words, so that the check overlaps the
+     * others' data waits): thread kt < world word 0 of rank kt's, thread kt pair kt of
+     * pl_lean_vcheck (word qa of rank ps's header against word qb of rank pt's, or my count pb) */
+    const uint32_t kt = blockDim.x - 1 - (uint32_t)tid;
+    const int hchk = chk && kt < uw && (int)kt != r, pair = chk && kt < npairs;
     uint64_t ha = 0, fa = f1, pa = 0, fpa = f1, pb = 0, fpb = f1;
     int ps = 0, pt = -1;
     uint32_t pqa = 0, pqb = 0;
-    if (hchk) pl_ld_pkt(PL_LEAN_WIN(&sh, r, tid), &ha, &fa);
+    if (hchk) pl_ld_pkt(PL_LEAN_WIN(&sh, r, (int)kt), &ha, &fa);
     if (pair) {
-      if ((uint32_t)tid < uw * uw) {
-        ps = (int)((uint32_t)tid / uw);
-        const int i = tid - ps * w;
+      if (kt < uw * uw) {
+        ps = (int)(kt / uw);
+        const int i = (int)kt - ps * w;
         pqa = PL_HDR_FIXED + (uint32_t)i;
         if (COLL == PL_COLL_ALL_TO_ALL_V) {
           pt = i;
@@ -1222,7 +1224,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
           pb = sh.v[2][i];
         }
       } else { /* AllGatherV: rank ps's sendcount */
-        ps = tid - w * w;
+        ps = (int)(kt - uw * uw);
         pqa = 1;
         pb = sh.v[2][ps];
       }
@@ -1248,14 +1250,14 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       int st = 0;
       if (hchk && !sh.stop) {
         if (!pl_ready(fa, f1, PL_READY_EPOCH)) {
-          pl_lean_got_t gh = pl_lean_wait(PL_LEAN_WIN(&sh, r, tid), f1, wh);
+          pl_lean_got_t gh = pl_lean_wait(PL_LEAN_WIN(&sh, r, (int)kt), f1, wh);
           st = gh.st;
           ha = gh.data;
         }
-        if (st) pl_lean_fail(&sh, st, tid, "the call's header");
+        if (st) pl_lean_fail(&sh, st, (int)kt, "the call's header");
         else if (pl_lean_hdr_differs(ha, 0, myh0, 0, 1)) pl_lean_mis(&sh);
         else if ((ha >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
-          pl_lean_zc_done(X, &sh, tid, r, f1); /* a SNAC-kernel peer awaits it (AllToAllV) */
+          pl_lean_zc_done(X, &sh, (int)kt, r, f1); /* a SNAC-kernel peer awaits it (AllToAllV) */
       }
       if (pair && !st && !sh.stop) {
         if (!pl_ready(fpa, f1, PL_READY_EPOCH))
