@@ -366,9 +366,11 @@ PL_DEV void pl_lean_mis(pl_lean_sh_t *sh) {
 }
 
 /* Rank s's header words 0 (a) and 1 (n, the count; V: not compared here) against mine: the
- * fields, the count, a direct peer (these kernels are not). */
+ * fields, the count, a direct peer or one whose counts are in device memory (these kernels are
+ * neither). */
 PL_DEV int pl_lean_hdr_differs(uint64_t a, uint64_t n, uint64_t myh0, uint64_t count, int v) {
-  return ((a ^ myh0) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) || (!v && n != count);
+  return ((a ^ myh0) & (0xffffffffffffull | (uint64_t)(PL_HDR_DIRECT | PL_HDR_DCOUNTS) << 48)) ||
+         (!v && n != count);
 }
 
 /* Peer s's header says it reads some peer's buffers directly (zero copy: a SNAC-kernel rank in an
@@ -1373,8 +1375,9 @@ void pl_tinyv_args(const pl_snac_t *x, pl_cuda_args_t *a) {
   a->tv_check = 1;
   if (c->coll == PL_COLL_ALL_TO_ALL_V) return; /* (plain flags: SNAC's and the lean kernel's) */
   a->tv_check = 0; /* (unless a count is 0: a rank receiving from no one sees no signature) */
-  /* the fields of header word 0 every rank shares, AllGatherV's "my sendcount is my recvcount",
-   * then every recvcount: equal on every rank whose call agrees with mine */
+  /* the fields of header word 0 every rank shares, AllGatherV's "my sendcount is my recvcount"
+   * (api.c already refuses host counts without it: kept so that the signature covers all that
+   * pl_snac_hdr_check compares), then every recvcount: equal on every rank whose call agrees */
   uint64_t z = pl_tiny_sig(pl_hdr_word0(c, 0), agv && c->count != c->rcounts[c->rank]);
   for (int d = 0; d < w; d++) {
     z = pl_tiny_mix(z ^ (c->rcounts[d] * 0x9e3779b97f4a7c15ull));

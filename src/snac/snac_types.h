@@ -59,6 +59,11 @@ typedef struct {
 /* CUDA direct kernel: this rank's tuning does not push (PURLIN_DIRECT_PUSH=0): no rank stores into
  * peers' outputs in this call (direct.cu, pl_direct_peers), so the decision is the headers' alone */
 #define PL_HDR_NOPUSH 32u
+/* AllGatherV, ReduceScatterV on the CUDA datapath: this rank's counts came from device memory
+ * (opts.counts_on_device), so it runs SNAC's kernel: every rank or none (pl_snac_hdr_check), since
+ * the others' tiny V kernel carries a signature in its data flags that SNAC's kernel does not
+ * write (docs/gpu.md, "The tiny kernel"). AllToAllV mixes kernels by design and never sets it. */
+#define PL_HDR_DCOUNTS 64u
 
 /* A mismatch found in the headers: parameter, index (-1 for scalars), two ranks and their values. */
 typedef struct {
@@ -152,7 +157,11 @@ PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   const pl_call_t *c = &x->c;
   int w = c->world;
   uint64_t flags = (x->in_place ? PL_HDR_INPLACE : 0) | (x->zc_send ? PL_HDR_ZC_SEND : 0) |
-                   (x->zc_recv ? PL_HDR_ZC_RECV : 0);
+                   (x->zc_recv ? PL_HDR_ZC_RECV : 0) |
+                   (c->counts_dev && (c->coll == PL_COLL_ALL_GATHER_V ||
+                                      c->coll == PL_COLL_REDUCE_SCATTER_V)
+                        ? PL_HDR_DCOUNTS
+                        : 0);
   if (c->coll == PL_COLL_ALL_TO_ALL_V && c->rdispls && c->rcounts) {
     uint64_t p = 0;
     int packed = 1;
@@ -218,6 +227,11 @@ PL_HD int pl_snac_hdr_check(pl_snac_t *x) {
         uint64_t expect = pl_snac_hdr(x, d)[PL_HDR_FIXED + 2 * w + s];
         if (sent != expect) return pl_snac_mis(x, "sendcounts/recvcounts", d, s, sent, d, expect);
       }
+  }
+  /* AllGatherV, ReduceScatterV: counts in device memory on every rank or on none */
+  for (int s = 0; s < w; s++) {
+    uint64_t a = h0[0] >> 48 & PL_HDR_DCOUNTS, b = pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DCOUNTS;
+    if (a != b) return pl_snac_mis(x, "counts_on_device", -1, 0, a != 0, s, b != 0);
   }
   /* the direct kernel's wire format, every rank or none: last, so that a count that differs (and
    * made one rank take the direct kernel) is named as the count */

@@ -1007,6 +1007,42 @@ static int vmismatch(int coll) {
   return vmismatch1(coll, 0) || vmismatch1(coll, 1);
 }
 
+/* AllGatherV or ReduceScatterV whose counts agree but sit in device memory on the last rank only
+ * (SNAC's kernel there, the tiny V kernel on the others): every rank must report MISMATCH naming
+ * counts_on_device (PL_HDR_DCOUNTS), not time out, and the communicator stays usable. */
+static int vmixed(int coll) {
+  size_t rc[72], n = 100;
+  for (int i = 0; i < g_world; i++) rc[i] = n;
+  purlin_opts_t o = PURLIN_OPTS_INIT;
+  const size_t *cnt = rc;
+  if (g_rank == g_world - 1) {
+    size_t h[4][DCW];
+    memset(h, 0, sizeof h);
+    for (int i = 0; i < g_world; i++) h[2][i] = n; /* recvcounts; displacements NULL */
+    CK(cudaMemcpy(g_cnt_dev, h, sizeof h, cudaMemcpyHostToDevice));
+    o.counts_on_device = 1;
+    cnt = g_cnt_dev + 2 * DCW;
+  }
+  purlin_status_t st, ast = PURLIN_OK;
+  if (coll == C_AGV)
+    st = purlin_all_gather_v(g_dev[0], n, g_dev[1], cnt, NULL, PURLIN_F32, g_comm, g_stream, &o);
+  else
+    st = purlin_reduce_scatter_v(g_dev[0], g_dev[1], cnt, NULL, PURLIN_F32, PURLIN_SUM, g_comm,
+                                 g_stream, &o);
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_comm_get_async_error(g_comm, &ast);
+  const char *msg = purlin_comm_last_error(g_comm);
+  if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH || !strstr(msg, "counts_on_device")) {
+    fail_line("mismatch (%s, counts on the device on one rank): launch %s, async %s (expected OK, "
+              "MISMATCH naming counts_on_device): %s",
+              k_coll[coll], purlin_status_name(st), purlin_status_name(ast), msg);
+    return 1;
+  }
+  if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", msg);
+  add(coll, PURLIN_F32, PURLIN_SUM, 1, 500, B_OUT_DD, 1);
+  return 0;
+}
+
 static int fault_mismatch(void) {
   size_t n = 1000 + (g_rank == g_world - 1 ? 1 : 0);
   purlin_status_t st = purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm,
@@ -1065,6 +1101,7 @@ static int fault_mismatch(void) {
   }
   for (int coll = C_AGV; coll <= C_A2AV; coll++)
     if (!(g_no_a2av && coll == C_A2AV) && vmismatch(coll)) return 1;
+  if (vmixed(C_AGV) || vmixed(C_RSV)) return 1;
   g_pass++;
   return 0;
 }
