@@ -174,6 +174,60 @@ static void test_verdict(void) {
   EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "direct kernel") &&
              x.mismatch.rank_b == 1 && x.mismatch.val_a == 0 && x.mismatch.val_b == 1,
          "only the kernel differs: named as the direct kernel (got %s)", x.mismatch.param);
+  /* AllGatherV whose counts agree, in device memory on rank 2 only (SNAC's kernel there, the tiny
+   * V kernel's signed flags elsewhere): named counts_on_device; AllToAllV may mix them */
+  uint64_t rc[W], sd[W] = {0, 5, 10, 15};
+  for (int i = 0; i < W; i++) rc[i] = 5;
+  for (int coll = 0; coll < 2; coll++) {
+    x.c.coll = coll ? PL_COLL_ALL_TO_ALL_V : PL_COLL_ALL_GATHER_V;
+    x.c.count = 5;
+    x.c.scounts = x.c.rcounts = rc;
+    x.c.sdispls = x.c.rdispls = sd;
+    for (int s = 0; s < W; s++) {
+      x.c.counts_dev = s == 2;
+      pl_snac_hdr_build(&x, hdr[s]);
+    }
+    x.c.counts_dev = 0;
+    if (coll)
+      EXPECT(pl_snac_hdr_check(&x) == 0, "AllToAllV with device counts on one rank passes (got %s)",
+             x.mismatch.param ? x.mismatch.param : "");
+    else
+      EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH &&
+                 !strcmp(x.mismatch.param, "counts_on_device") && x.mismatch.rank_b == 2 &&
+                 x.mismatch.val_a == 0 && x.mismatch.val_b == 1,
+             "AllGatherV with device counts on rank 2 only: named counts_on_device (got %s)",
+             x.mismatch.param ? x.mismatch.param : "");
+  }
+}
+
+/* pl_hdr_vword (no division) against the words as the header defines them (k = i / w), every V
+ * collective, every world */
+static void test_vword(void) {
+  static uint64_t v[4][PL_MAX_WORLD];
+  for (int k = 0; k < 4; k++)
+    for (int d = 0; d < PL_MAX_WORLD; d++) v[k][d] = 1000u * (uint64_t)k + (uint64_t)d + 1;
+  pl_call_t c;
+  memset(&c, 0, sizeof c);
+  c.scounts = v[0];
+  c.sdispls = v[1];
+  c.rcounts = v[2];
+  c.rdispls = v[3];
+  const int colls[3] = {PL_COLL_ALL_GATHER_V, PL_COLL_REDUCE_SCATTER_V, PL_COLL_ALL_TO_ALL_V};
+  int bad = 0;
+  for (int j = 0; j < 3; j++)
+    for (int w = 1; w <= PL_MAX_WORLD; w++) {
+      c.coll = colls[j];
+      c.world = w;
+      for (int i = 0; i < 3 * w; i++) {
+        const int k = i / w, d = i % w;
+        const uint64_t want = colls[j] == PL_COLL_ALL_TO_ALL_V     ? v[k][d]
+                              : k == 0                             ? v[2][d]
+                              : colls[j] == PL_COLL_REDUCE_SCATTER_V && k == 1 ? v[1][d]
+                                                                   : 0;
+        bad += pl_hdr_vword(&c, i) != want;
+      }
+    }
+  EXPECT(!bad, "pl_hdr_vword: %d words differ from the header's definition", bad);
 }
 
 int main(void) {
@@ -182,6 +236,7 @@ int main(void) {
   test_roundtrip("e4m3", 8, dec_e4m3, enc_e4m3);
   test_roundtrip("e5m2", 8, dec_e5m2, enc_e5m2);
   test_saturation();
+  test_vword();
   test_shards();
   test_plan();
   test_tune_tables();
