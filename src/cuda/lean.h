@@ -25,7 +25,8 @@ int pl_tiny_takes(const pl_snac_t *x, uint64_t tiny_max);
 /* The tiny kernel's largest block: count * esize, two-shot's first shard, or a V collective's
  * largest block this rank sends or receives. */
 uint64_t pl_tiny_block_bytes(const pl_snac_t *x);
-/* The tiny V kernel's numbers in args (tv_words, tv_sig, tv_check), from this rank's counts. */
+/* The tiny V kernel's numbers in args (tv_words, tv_sig, tv_check, tv_fast), from this rank's
+ * counts. */
 void pl_tinyv_args(const pl_snac_t *x, pl_cuda_args_t *a);
 /* The call's work on this rank in packets, for the grid: the most of the packets it receives
  * (every source's, both shots of a two-shot AllReduce), the packets it pushes, and its own block's
