@@ -29,6 +29,9 @@
 #        ReduceScatter, AllToAll 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only to 64 KiB;
 #   tinyv: the tiny V kernel against OLD's (both built, gpu_test at worlds 8 and 3, AllGatherV,
 #        ReduceScatterV, AllToAllV and AllGather at 8 KiB-256 KiB, world 8), then the faults;
+#   lanes2: SNAC's kernel at world 2 with 32 lanes (PURLIN_LANES=32, what residency allows) against
+#        the table's 16: AllToAllV (SNAC's by default above the packets) and ReduceScatterV beside it
+#        (the direct kernel: unchanged), zero copy, 64 MiB-1 GiB;
 #   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
 #        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
@@ -115,6 +118,8 @@ for p in $PARTS; do
           ARGS="--mem purlin" ;;
   a2sp) q a2sp CONFIGS="DIRECT_A2AV=1 DIRECT_A2AV=1,DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
          E=1G F=4 ARGS="--mem purlin" ;;
+  lanes2) q lanes2 CONFIGS="- LANES=32" TOOLS="testA2AV testRSV" B=64M E=1G F=4 ARGS="--mem purlin" \
+            BW=2 ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
   a2avl) q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
   a2avs) q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ;;
