@@ -57,8 +57,8 @@ typedef struct {
                            one-shot and two-shot AllReduce, ReduceScatter, AllGather, AllToAll,
                            the V collectives) */
   uint64_t tiny_max;    /* CUDA tiny kernel: largest block (bytes; at most PL_TINY_MAX_BYTES) */
-  uint64_t tiny_words;  /* CUDA tiny kernel, fixed collectives: 8-byte words of the largest block
-                           per thread before adding a CTA (up to lean_ctas CTAs) */
+  uint64_t tiny_words;  /* CUDA tiny kernels: 8-byte words of the largest block per thread before
+                           adding a CTA (up to lean_ctas CTAs) */
   uint64_t direct;      /* CUDA: calls on purlin_mem_alloc buffers above the packet sizes run the
                            direct kernel (direct.cu) */
   uint64_t direct_min;  /* CUDA direct kernel: only calls of at least this many bytes (the

@@ -368,9 +368,9 @@ PL_DEV void pl_lean_mis(pl_lean_sh_t *sh) {
 /* Rank s's header words 0 (a) and 1 (n, the count; V: not compared here) against mine: the
  * fields, the count, a direct peer or one whose counts are in device memory (these kernels are
  * neither). */
+#define PL_LEAN_HDR_SHARED (0xffffffffffffull | (uint64_t)(PL_HDR_DIRECT | PL_HDR_DCOUNTS) << 48)
 PL_DEV int pl_lean_hdr_differs(uint64_t a, uint64_t n, uint64_t myh0, uint64_t count, int v) {
-  return ((a ^ myh0) & (0xffffffffffffull | (uint64_t)(PL_HDR_DIRECT | PL_HDR_DCOUNTS) << 48)) ||
-         (!v && n != count);
+  return ((a ^ myh0) & PL_LEAN_HDR_SHARED) || (!v && n != count);
 }
 
 /* Peer s's header says it reads some peer's buffers directly (zero copy: a SNAC-kernel rank in an
@@ -691,8 +691,9 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
  * flags carry the call's signature (pl_tiny_sig), and a peer that disagrees is found by the polls'
  * slow path (pl_tiny_check), and each thread pushes, then consumes, the same words [lo, hi) of its
  * CTA's part of every block, so that in place it reads every word before it overwrites it without
- * a barrier. The reduction is acc.cuh's, in ascending rank order: the lean kernel's bits. The idea of a minimal one-shot / two-shot kernel
- * follows TensorRT-LLM's and vLLM's custom all-reduce; the code is purlin's. */
+ * a barrier. The reduction is acc.cuh's, in ascending rank order: the lean kernel's bits. The idea
+ * of a minimal one-shot / two-shot kernel follows TensorRT-LLM's and vLLM's custom all-reduce; the
+ * code is purlin's. */
 
 /* A call's blocks: block k (k < world) holds bytes [k bstr, k bstr + bcap) of a tb-byte whole,
  * clipped to it. The fixed collectives' blocks are all b bytes (tb = world b, bstr = bcap = b);
@@ -706,8 +707,9 @@ PL_DEV uint64_t pl_tiny_bytes(pl_tiny_geo_t g, int k) {
   return o >= g.tb ? 0 : g.tb - o < g.bcap ? g.tb - o : g.bcap;
 }
 
-/* The call's signature in the fixed collectives' data flags (flag ^ sig): the fields of header word
- * 0 that every rank must share (pl_lean_hdr_differs' mask) and the count, mixed (splitmix64's
+/* The call's signature in the tiny kernels' data flags (flag ^ sig; the V kernel's is made from it
+ * by pl_tinyv_args): the fields of header word 0 that every rank must share
+ * (PL_LEAN_HDR_SHARED, pl_lean_hdr_differs' mask) and the count, mixed (splitmix64's
  * finalizer), the top bit set (a flag of the lean and SNAC kernels, and 0, never has it). A peer
  * whose call differs writes packets that never look ready here (and reads none of mine as
  * ready): its waits end in the polls' slow path, which compares the headers (pl_tiny_check), so
@@ -719,9 +721,7 @@ PL_HD uint64_t pl_tiny_mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 PL_HD uint64_t pl_tiny_sig(uint64_t h0, uint64_t count) {
-  return pl_tiny_mix((h0 & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ^
-                     (count * 0x9e3779b97f4a7c15ull)) |
-         1ull << 63;
+  return pl_tiny_mix((h0 & PL_LEAN_HDR_SHARED) ^ (count * 0x9e3779b97f4a7c15ull)) | 1ull << 63;
 }
 
 static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_t deadline,
@@ -793,6 +793,30 @@ PL_DEV void pl_tiny_push(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, pl_
   }
 }
 
+/* The tiny kernels' batch of polls, in the enclosing function: packet i of sources s0..s0+7
+ * (source s's window at mywin + s * win) for which HAVE (an expression of s) holds, every load in
+ * flight at once, then polled until each carries flag (equality: the tiny kernels' flags). Declares
+ * dv (the data) and got (a bit per source loaded); a failed wait returns from the enclosing
+ * function with the last argument (empty in a void one). */
+#define PL_TINY_POLL8_(mywin, win, i, s0, flag, wt, sh, HAVE, ...)                                 \
+  uint64_t dv[8], fv[8];                                                                           \
+  const pl_pkt_t *q[8];                                                                            \
+  int sv[8];                                                                                       \
+  uint32_t pend = 0;                                                                               \
+  _Pragma("unroll") for (int u = 0; u < 8; u++) {                                                  \
+    const int s = (s0) + u;                                                                        \
+    sv[u] = s;                                                                                     \
+    q[u] = (const pl_pkt_t *)((mywin) + (uint64_t)s * (win)) + (i);                                \
+    if (HAVE) {                                                                                    \
+      pl_ld_pkt(q[u], &dv[u], &fv[u]);                                                             \
+      pend |= 1u << u;                                                                             \
+    }                                                                                              \
+  }                                                                                                \
+  const uint32_t got = pend;                                                                       \
+  _Pragma("unroll") for (int u = 0; u < 8; u++) if ((pend >> u & 1u) && fv[u] == (flag))          \
+      pend &= ~(1u << u);                                                                          \
+  PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1, __VA_ARGS__)
+
 /* Word i of every source's block, from packet i at mywin + s * win (source s's window here).
  * RED: reduce them with my own block's (own, br bytes; sources in rank order) into dst, and with
  * push2 push the result to every peer (two-shot: packet i at base2 + 16 i of my window there,
@@ -810,25 +834,8 @@ PL_DEV int pl_tiny_word(const pl_snac_t *X, pl_lean_sh_t *sh, int w, int r, uint
   if (RED || own) mine = FAST ? *(const uint64_t *)(own + o) : pl_pkt_pack(own, br, i);
   pl_lacc_t acc;
   for (int s0 = 0; s0 < w; s0 += 8) {
-    uint64_t dv[8], fv[8];
-    const pl_pkt_t *q[8];
-    int sv[8];
-    uint32_t pend = 0;
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int s = s0 + u;
-      sv[u] = s;
-      q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
-      if (s < w && s != r && (RED || FAST || o < pl_tiny_bytes(g, s))) {
-        pl_ld_pkt(q[u], &dv[u], &fv[u]);
-        pend |= 1u << u;
-      }
-    }
-    const uint32_t got = pend;
-#pragma unroll
-    for (int u = 0; u < 8; u++)
-      if ((pend >> u & 1u) && fv[u] == flag) pend &= ~(1u << u);
-    PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1, 0);
+    PL_TINY_POLL8_(mywin, win, i, s0, flag, wt, sh,
+                   s < w && s != r && (RED || FAST || o < pl_tiny_bytes(g, s)), 0);
 #pragma unroll
     for (int u = 0; u < 8; u++) {
       const int s = s0 + u;
@@ -1125,27 +1132,8 @@ PL_DEV void pl_tinyv_gather(const uint64_t (*v)[PL_MAX_WORLD], const pl_snac_t *
       else pl_pkt_unpack(pd, bs, i, pl_pkt_pack(ps, bs, i));
     }
     for (int s0 = 0; s0 < w; s0 += 8) {
-      uint64_t dv[8], fv[8];
-      const pl_pkt_t *q[8];
-      int sv[8];
-      uint32_t pend = 0;
-#pragma unroll
-      for (int u = 0; u < 8; u++) {
-        const int s = s0 + u;
-        uint64_t b = 0;
-        sv[u] = s;
-        q[u] = (const pl_pkt_t *)(mywin + (uint64_t)s * win) + i;
-        if (s < w && s != r) (void)pl_tinyv_dst(v, X, s, &b);
-        if (o < b) {
-          pl_ld_pkt(q[u], &dv[u], &fv[u]);
-          pend |= 1u << u;
-        }
-      }
-      const uint32_t got = pend;
-#pragma unroll
-      for (int u = 0; u < 8; u++)
-        if ((pend >> u & 1u) && fv[u] == flag) pend &= ~(1u << u);
-      PL_LEAN_POLL_(8, pend, q, dv, fv, sv, flag, wt, sh, "packets", 1);
+      PL_TINY_POLL8_(mywin, win, i, s0, flag, wt, sh,
+                     s < w && s != r && o < v[2][s] * X->c.esize, );
 #pragma unroll
       for (int u = 0; u < 8; u++)
         if (got >> u & 1u) {
