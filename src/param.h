@@ -29,7 +29,7 @@
   X(TINY, INT, "-1", "CUDA: the lean kernel's calls with blocks up to TINY_MAX_BYTES (AllReduce, ReduceScatter, AllGather, AllToAll, the V collectives) run the tiny kernels (1) or the lean kernel (0); -1: table") \
   X(TINY_MAX_BYTES, SIZE, "0", "CUDA tiny kernel: largest block (at most 1 MiB); 0: table")       \
   X(TINY_WORDS, INT, "0", "CUDA tiny kernel: 8-byte words of a block per thread before adding a CTA; 0: table") \
-  X(DIRECT, INT, "-1", "CUDA: calls above the packet sizes (but AllToAllV unless PURLIN_DIRECT_A2AV, in-place AllToAll, device counts) run the direct kernel (1) or SNAC's kernel (0); -1: table") \
+  X(DIRECT, INT, "-1", "CUDA: calls above the packet sizes (but in-place AllToAll(V), device counts, AllToAllV with PURLIN_DIRECT_A2AV=0) run the direct kernel (1) or SNAC's kernel (0); -1: table") \
   X(DIRECT_MIN_BYTES, SIZE, "0", "CUDA direct kernel: smallest call (nccl-tests bytes) it takes; 0: table") \
   X(DIRECT_CTAS, INT, "0", "CUDA direct kernel: most CTAs per call (1..128); 0: table")         \
   X(DIRECT_CTA_BYTES, SIZE, "0", "CUDA direct kernel: one CTA per this many bytes of a call; 0: table") \
@@ -37,7 +37,7 @@
   X(DIRECT_RED_BATCH, INT, "0", "CUDA direct kernel, 2-byte reductions: sources whose loads are in flight together (4: no spills, or 8); 0: table") \
   X(DIRECT_STREAM, INT, "-1", "CUDA direct kernel, gathers: evict-first (streaming) loads and stores (1) or not (0); -1: table") \
   X(DIRECT_PUSH, INT, "-1", "CUDA direct kernel, AllReduce, ReduceScatterV and AllToAllV on peer-mapped buffers: each rank stores into the peers' outputs (1: AllReduce's shard into every output; ReduceScatterV: a 1/world slice of the shards, whoever owns them; AllToAllV with packed rdispls: a 1/world part of all blocks) or only into its own (0; any rank's 0 turns it off for the call); -1: table") \
-  X(DIRECT_A2AV, INT, "-1", "CUDA: every out-of-place AllToAllV with host counts runs the direct kernel, small ones too (1; every rank must agree) or the lean and SNAC kernels (0); -1: table") \
+  X(DIRECT_A2AV, INT, "-1", "CUDA: an out-of-place AllToAllV with host counts whose blocks are not all packets runs the direct kernel, which exchanges packets with the ranks whose blocks are (1), or SNAC's kernel (0); every rank must agree; -1: table") \
   X(PDL, INT, "1", "CUDA lean kernel: programmatic dependent launch on sm_90+ with one rank per GPU (2: also when ranks share a GPU; 0: off)") \
   X(SPIN_ITERS, INT, "2000", "host datapath: polls of a flag before blocking on a futex")         \
   X(ZERO_COPY, INT, "1", "read peers' purlin_mem_alloc buffers directly (0: always stage)")       \

@@ -77,9 +77,9 @@ typedef struct {
                            slice of the shards into their owners' outputs; AllToAllV likewise,
                            with packed rdispls: each rank copies a 1/world part of all blocks
                            (per rank: any rank's 0 turns it off, by its header) */
-  uint64_t direct_a2av; /* CUDA: every out-of-place AllToAllV with host counts runs the direct
-                           kernel (every rank must agree: a rank knows only its own row of the
-                           counts, so no size rule is the same on every rank) */
+  uint64_t direct_a2av; /* CUDA: an out-of-place AllToAllV with host counts whose blocks are not
+                           all packets runs the direct kernel (else SNAC's), which exchanges
+                           packets with the ranks whose blocks are (every rank must agree) */
 } pl_tune_t;
 
 /* The workspace's geometry, the same on both datapaths: control block (ctrl_size bytes, page

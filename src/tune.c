@@ -115,9 +115,10 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
      * world 8 8x faster than 1 lane and 58 KiB. Lanes: 2 L CTAs per rank must stay resident with
-     * every other rank's on one GPU (2 L world <= 128 of 132 SMs). Staging: 128 MiB per rank (issue
-     * budget: <= 144 MiB at world 8). */
-    t->lanes = world <= 4 ? 16 : (uint64_t)(64 / world);
+     * every other rank's on one GPU (2 L world <= 128 of 132 SMs), all that allows (finding 29:
+     * 32 lanes at world 2 instead of 16 made AllToAllV 64 MiB-1 GiB on SNAC's kernel 1.6x faster,
+     * 21 at world 3 1.1x). Staging: 128 MiB per rank (issue budget: <= 144 MiB at world 8). */
+    t->lanes = world <= 2 ? PL_MAX_LANES : (uint64_t)(64 / world);
     t->chunk_max = 4u << 20;
     t->staging_bytes = 128u << 20;
     t->twoshot_max = 1u << 20;
@@ -156,6 +157,9 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
     t->direct_cta_bytes = 256 * 1024;
     /* AllReduce on peer-mapped outputs: push the reduced shard (docs/tuning.md, finding 19) */
     t->direct_push = 1;
+    /* AllToAllV: a rank whose blocks are not all packets runs the direct kernel, which exchanges
+     * packets with the ranks whose blocks are (docs/tuning.md, finding 30) */
+    t->direct_a2av = 1;
   }
   /* the measured table (tools/tune_table.py from a sweep), over the rules above */
   if (datapath == PURLIN_DATAPATH_CUDA)

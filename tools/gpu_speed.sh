@@ -16,7 +16,7 @@
 #   tests: new's build and gpu_test runs only (one 8 KiB AllReduce row), when device time is short;
 #   prof: PURLIN_PROFILE's phases of AllReduce and AllToAll at 8 KiB only (the means mix a run's
 #        sizes), world 8, with the default lean CTAs and with one (where a small call's time goes);
-#   a2sp: the direct AllToAllV's spread over the ranks (the default with PURLIN_DIRECT_A2AV=1)
+#   a2sp: the direct AllToAllV's spread over the ranks (the default)
 #        against PURLIN_DIRECT_PUSH=0, zero copy, world 8 (AllToAll beside it);
 #   reg: cudaMalloc buffers registered with purlin_mem_register (zero copy through CUDA IPC),
 #        64 MiB-1 GiB, world 8: against stg's staged rows and the purlin_mem_alloc rows;
@@ -32,9 +32,12 @@
 #   lanes2: SNAC's kernel at world 2 with 32 lanes (PURLIN_LANES=32, what residency allows) against
 #        the table's 16: AllToAllV (SNAC's by default above the packets) and ReduceScatterV beside it
 #        (the direct kernel: unchanged), zero copy, 64 MiB-1 GiB;
-#   a2av: AllToAllV on the direct kernel (PURLIN_DIRECT_A2AV=1) against the default (lean and SNAC
-#        kernels): zero copy at worlds 8, 4, 2, ordinary buffers at world 8, 8 KiB-256 KiB at 8.
-# (ab also runs the tests with PURLIN_DIRECT_A2AV=1 at both stagings.)
+#   a2av: AllToAllV by default (the direct kernel where a rank's blocks are not all packets) against
+#        PURLIN_DIRECT_A2AV=0 (SNAC's kernel there): zero copy at worlds 8, 4, 2, ordinary buffers
+#        at world 8, 8 KiB-256 KiB at 8;
+#   lanes3: SNAC's kernel at world 3 (AllToAllV with PURLIN_DIRECT_A2AV=0) with 21 lanes (what
+#        residency allows) against the table's 16, zero copy, 64 MiB-1 GiB.
+# (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
 # Every size of every run is checked on the GPU. Each part's summary goes to stdout and
 # $OUT/summary.txt as it ends, its logs into $OUT/all.tar (gzipped at the end).
 #   OLD=1a0a80e bash tools/gpu_speed.sh
@@ -66,11 +69,11 @@ PARTS=$(for p in $PARTS; do if [ "$p" = a2av ]; then echo a2av8 a2avl a2avs a2av
 for p in $PARTS; do
   case $p in
   ab) env OUT="$D" OLD="$OLD" WORLDS="8 3" TOOLS="$ALL" BWS="8 4 2" \
-        TEST_ENVS="- STAGING_BYTES=4M DIRECT_A2AV=1 DIRECT_A2AV=1,STAGING_BYTES=4M" \
+        TEST_ENVS="- STAGING_BYTES=4M DIRECT_A2AV=0 DIRECT_A2AV=0,STAGING_BYTES=4M" \
         B=64M E=1G F=4 ARGS="--mem purlin" ROUNDS=1 BUDGET=${BUDGET:-300} timeout -k 5 420 \
         bash tools/gpu_ab.sh > "$D/ab.txt" 2>&1 ;;
   new) # ab without OLD, when device time is short: build, tests at both settings, the tools at world 8
-    env OUT="$D/new" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=1,STAGING_BYTES=4M" TEST_ALL=1 \
+    env OUT="$D/new" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=0,STAGING_BYTES=4M" TEST_ALL=1 \
       WORLDS="8 3" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW=8 timeout -k 5 330 \
       bash tools/gpu_quick.sh > "$D/new.txt" 2>&1; rm -f "$D/new/summary.txt" ;;
   tiny) # the tiny kernel: build, gpu_test at worlds 8 and 3 (and the mismatch and kill faults) with
@@ -94,8 +97,9 @@ for p in $PARTS; do
     q tinyg CONFIGS="- TINY=0 TINY_MAX_BYTES=65536" TOOLS="testAG testRS testA2A" B=8K E=1M F=2
     p=tinyg ;;
   tests) # new's build and tests only (no tools): the correctness of a change, when device time is short
-    env OUT="$D/tests" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_A2AV=1,STAGING_BYTES=4M" TEST_ALL=1 \
-      WORLDS="8 3" TOOLS=testAR B=8K E=8K BUILD_TOOLS="$ALL" BW=8 timeout -k 5 330 \
+    env OUT="$D/tests" BUILD=/tmp/pl-bnew CONFIGS="- STAGING_BYTES=4M DIRECT_A2AV=0" TEST_ALL=1 \
+      WORLDS="8 3" FAULTS="mismatch kill-small" TOOLS=testAR B=8K E=8K BUILD_TOOLS="$ALL" BW=8 \
+      timeout -k 5 480 \
       bash tools/gpu_quick.sh > "$D/tests.txt" 2>&1
     rm -f "$D/tests/summary.txt" ;;
   build) # the build alone (a fresh machine, before parts that skip it), one 8 KiB AllReduce row
@@ -114,17 +118,19 @@ for p in $PARTS; do
   reg) q reg CONFIGS="-" TOOLS="testAR testAG testRS testA2A testAGV testRSV" B=64M E=1G F=4 \
         ARGS="--mem reg" ;;
   w4|w2) q "$p" CONFIGS="-" TOOLS="$ALL" B=64M E=1G F=4 ARGS="--mem purlin" BW="${p#w}" ;;
-  kinds) q kinds CONFIGS="DIRECT_A2AV=1,PROFILE=1" TOOLS="testA2AV testRSV testAR" B=64M E=64M \
+  kinds) q kinds CONFIGS="PROFILE=1" TOOLS="testA2AV testRSV testAR" B=64M E=64M \
           ARGS="--mem purlin" ;;
-  a2sp) q a2sp CONFIGS="DIRECT_A2AV=1 DIRECT_A2AV=1,DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
+  a2sp) q a2sp CONFIGS="- DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
          E=1G F=4 ARGS="--mem purlin" ;;
+  lanes3) q lanes3 CONFIGS="DIRECT_A2AV=0 DIRECT_A2AV=0,LANES=21" TOOLS=testA2AV B=64M E=1G F=4 \
+            ARGS="--mem purlin" BW=3 ;;
   lanes2) q lanes2 CONFIGS="- LANES=32" TOOLS="testA2AV testRSV" B=64M E=1G F=4 ARGS="--mem purlin" \
             BW=2 ;;
-  a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
-  a2avl) q a2avl CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=8K E=256K F=2 ;;
-  a2avs) q a2avs CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ;;
-  a2av4) q a2av4 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=4 ;;
-  a2av2) q a2av2 CONFIGS="- DIRECT_A2AV=1" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2 ;;
+  a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
+  a2avl) q a2avl CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=8K E=256K F=2 ;;
+  a2avs) q a2avs CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ;;
+  a2av4) q a2av4 CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=4 ;;
+  a2av2) q a2av2 CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2 ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
   esac
   show "$p"

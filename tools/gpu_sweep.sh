@@ -21,7 +21,7 @@ if [ "${PRESET:-}" = table ]; then
     ONESHOT_MAX_BYTES=128K@testAR TWOSHOT_MAX_BYTES=512K@testAR TWOSHOT_MAX_BYTES=2M@testAR
     LEAN_CTAS=8 LEAN_PKTS=2 LEAN_PKTS=8 DIRECT_CTA_BYTES=128K@$G DIRECT_CTA_BYTES=1M@$G
     DIRECT_CTAS=8@$G DIRECT_UNROLL=4@testAG+testA2A+testAGV DIRECT_STREAM=1@testAG+testA2A+testAGV
-    DIRECT_RED_BATCH=4@testAR+testRS+testRSV DIRECT_A2AV=1@testA2AV"}
+    DIRECT_RED_BATCH=4@testAR+testRS+testRSV DIRECT_A2AV=0@testA2AV"}
   TOOLS=${TOOLS:-"testAR testAG testRS testA2A testAGV testRSV testA2AV"}
   B=${B:-8K} E=${E:-1G} F=${F:-4}
   [ "${MEM:-purlin}" = purlin ] && ARGS="${ARGS:-} --mem purlin"

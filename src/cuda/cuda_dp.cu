@@ -1187,15 +1187,17 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
         pl_sym_find(comm, recv, call->count * call->esize, &x->sym_recv[0], &x->sym_recv[1]))
       x->zc_recv = 1;
   }
-  /* AllToAllV on the direct kernel (tune.direct_a2av): every out-of-place call with host counts,
-   * whatever its size: a rank knows only its own row of the counts, so the lean kernel's rule (my
-   * blocks are packets) is not the same on every rank, and the direct kernel's wire format does
-   * not mix with the lean and SNAC kernels' */
+  /* AllToAllV on the direct kernel (tune.direct_a2av): every out-of-place call with host counts
+   * whose blocks are not all packets. A rank knows only its own row and column of the counts, so
+   * each rank decides for itself: one whose blocks are all packets runs the lean or tiny kernel
+   * (pl_lean_takes), and the direct kernel exchanges packets with it (direct.cu, pl_direct_pkts);
+   * the headers tell the direct ranks which peers those are. */
   uint64_t dpiece = 0, dslot = 0, drounds = 0; /* the direct kernel's plan (below) */
   /* (send != recv, not !in_place: a rank with nothing to move is "out of place" for the copies,
    * but its in-place peers do not take this kernel, so neither may it) */
   const int a2av_direct = call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct &&
                           comm->tune.direct_a2av && send != recv && !dcounts &&
+                          !pl_lean_takes(x) &&
                           pl_direct_plan(call, args.v[2], x->geom.stg_half, &dpiece, &dslot,
                                          &drounds);
   /* (device counts: checked there; the direct AllToAllV: the device plans its rounds, and fails

@@ -88,6 +88,9 @@ typedef struct {
   uint64_t pdispl[PL_MAX_WORLD];   /* RSV, A2AV: my shard's (block's) offset in rank s's input
                                      (its sdispls[r], from its header) */
   unsigned kinds;                 /* pl_direct_peers */
+  unsigned char pkt[PL_MAX_WORLD]; /* AllToAllV: rank s runs another kernel, its blocks all packets
+                                     (pl_hdr_a2av_pkts): its blocks and mine for it travel as
+                                     packets (pl_direct_pkts), never in the rounds */
   const uint64_t *grow[PL_MAX_WORLD]; /* the spread's grid (direct_plan.h): its rows, */
   uint64_t gtot[PL_MAX_WORLD];        /* their sums */
   const char *sp_src;             /* AllToAllV's spread: the piece this CTA copies next */
@@ -298,7 +301,7 @@ PL_DEV void pl_direct_sync(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, i
                            const pl_wait_t *wt, const char *what) {
   __syncthreads(); /* this CTA's accesses of the phase are done before any flag goes out */
   int t = threadIdx.x;
-  if (t < w && t != r && !sh->stop) {
+  if (t < w && t != r && !sh->pkt[t] && !sh->stop) {
     pl_st_release_sys(pl_direct_flag(a, t, r), v);
     int st = pl_wait_flag(pl_direct_flag(a, r, t), v, PL_READY_GE, wt);
     if (st) pl_direct_fail(sh, st, t, what);
@@ -367,7 +370,7 @@ PL_DEV void pl_direct_cin(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, in
     break;
   case PL_COLL_REDUCE_SCATTER_V:
   case PL_COLL_ALL_TO_ALL_V:
-    if (j != r) {
+    if (j != r && !sh->pkt[j]) {
       const uint64_t *cnt = c->coll == PL_COLL_ALL_TO_ALL_V ? c->scounts : c->rcounts;
       b = pl_direct_piece(cnt[j] * es, P, k);
       src += c->sdispls[j] * es + lo;
@@ -398,6 +401,11 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   const pl_call_t *c = &sh->x.c;
   const uint64_t f = h[0] >> 48;
   const int ar = c->coll == PL_COLL_ALL_REDUCE, a2av = c->coll == PL_COLL_ALL_TO_ALL_V;
+  if (sh->pkt[s]) { /* (bit 4: some peer exchanges packets, so the spread is off) */
+    sh->psend[s] = sh->precv[s] = NULL;
+    atomicOr(&sh->kinds, 16u);
+    return 0;
+  }
   const int pr = ar || a2av || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs peers may write */
   const int zsf = (f & PL_HDR_ZC_SEND) != 0, mapped = (f & PL_HDR_ZC_RECV) != 0;
   /* (ReduceScatterV, AllToAllV: a rank that receives nothing needs no output, so it counts as
@@ -423,7 +431,8 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
    * bit 2: some rank's AllReduce, ReduceScatterV or AllToAllV output is not peer-mapped (else
    * every rank pushes: pl_direct_push), or some rank's tuning does not push (its header's
    * PL_HDR_NOPUSH: the decision is the headers' alone, whatever each rank's environment); bit 3:
-   * AllToAllV, some rank's rdispls are not its recvcounts' prefix sums (PL_HDR_RPACKED) */
+   * AllToAllV, some rank's rdispls are not its recvcounts' prefix sums (PL_HDR_RPACKED); bit 4
+   * (above): AllToAllV, some rank exchanges packets (sh->pkt) */
   atomicOr(&sh->kinds, (!zs || (ar && !zr) ? 1u : 0u) | (zsf || (zr && mapped) ? 2u : 0u) |
                            ((pr && !zr) || (f & PL_HDR_NOPUSH) ? 4u : 0u) |
                            (a2av && !(f & PL_HDR_RPACKED) ? 8u : 0u));
@@ -443,7 +452,7 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
 PL_DEV int pl_direct_push(int coll, unsigned kinds) {
   return coll == PL_COLL_ALL_REDUCE               ? !(kinds & 4u)
          : coll == PL_COLL_REDUCE_SCATTER_V ? !(kinds & 5u)  /* pl_direct_spread */
-         : coll == PL_COLL_ALL_TO_ALL_V && !(kinds & 13u); /* pl_direct_a2av_spread */
+         : coll == PL_COLL_ALL_TO_ALL_V && !(kinds & 29u); /* pl_direct_a2av_spread */
 }
 
 /* ReduceScatterV spread over the ranks, when every rank's input and output is peer-mapped
@@ -567,6 +576,11 @@ PL_DEV void pl_direct_round(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
     /* AllToAllV: my block in rank s's input at its sdispls[r] (its header), mine at my sdispls[r] */
     const int a2av = c->coll == PL_COLL_ALL_TO_ALL_V, v = a2av || c->coll == PL_COLL_ALL_GATHER_V;
     const int a2a = a2av || c->coll == PL_COLL_ALL_TO_ALL;
+    if (sh->pkt[s]) { /* (pl_direct_pkts) */
+      sh->src[s] = sh->dst[s] = NULL;
+      sh->bytes[s] = 0;
+      return;
+    }
     uint64_t off = a2av ? (s == r ? c->sdispls[r] * es : sh->pdispl[s])
                    : a2a ? (uint64_t)r * n * es : 0;
     sh->bytes[s] = pl_direct_piece((v ? c->rcounts[s] : n) * es, P, k);
@@ -658,6 +672,36 @@ static __device__ __noinline__ void pl_direct_a2av_rounds(pl_direct_sh_t *sh, co
   }
 }
 
+/* AllToAllV with packet peers (sh->pkt: ranks whose blocks are all packets run the lean, tiny or
+ * SNAC kernel): every thread of the grid a share of their packets, in their wire format (packet i,
+ * in the sender's slot of the receiver's window after the header, carries bytes [8i, 8i + 8) of
+ * the block and the flag f1). !get: my block for each, into its window; get: its block for me,
+ * awaited in mine and unpacked into my output. Such a rank's blocks to and from every rank are
+ * packets, so every rank that runs this kernel takes it the same way; its header has no zero
+ * copy, so the spread is off (kinds bit 4). Out of line: a cold path of large calls. */
+static __device__ __noinline__ void pl_direct_pkts(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
+                                                   int w, int r, uint64_t f1, int get,
+                                                   pl_wait_t wt) {
+  const pl_snac_t *X = &a->x;
+  const pl_call_t *c = &sh->x.c;
+  const uint64_t es = c->esize, par = sh->epoch & 1, hw = pl_hdr_words(w);
+  const uint64_t nt = (uint64_t)blockDim.x * gridDim.x, t = blockIdx.x * (uint64_t)blockDim.x +
+                                                             threadIdx.x;
+  for (int s = 0; s < w && !sh->stop; s++) {
+    if (!sh->pkt[s]) continue;
+    if (!get) {
+      char *win = X->ws[s] + X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)r) * X->geom.pkt_win;
+      pl_pkt_put(win + 16 * hw, X->send + c->sdispls[s] * es, c->scounts[s] * es, f1, t, nt);
+    } else {
+      const char *win = X->ws[r] + X->geom.pkt_off + (par * (uint64_t)w + (uint64_t)s) *
+                                                         X->geom.pkt_win;
+      int st = pl_pkt_get_part(X->recv + c->rdispls[s] * es, win + 16 * hw, c->rcounts[s] * es, f1,
+                               PL_READY_EPOCH, &wt, t, nt);
+      if (st) pl_direct_fail(sh, st, s, "its packets");
+    }
+  }
+}
+
 /* Thread 0 of a failed CTA: the verdict on a mismatch (SNAC's check names the field; the other
  * CTAs stop without recording), the report. */
 static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
@@ -723,6 +767,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
   }
   if (pl_coll_is_v(coll))
     for (int k = tid; k < 4 * w; k += nt) sh.v[k / w][k % w] = args.v[k / w][k % w];
+  for (int k = tid; k < PL_MAX_WORLD; k += nt) sh.pkt[k] = 0;
   if (tid == 0) {
     sh.epoch = *(volatile uint64_t *)&args.state->epoch;
     sh.stop = sh.err = sh.mis = 0;
@@ -786,7 +831,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     /* (every decision that leads to a barrier is taken on __syncthreads_or's uniform answer) */
     int stop = __syncthreads_or(sh.stop);
     /* agree: what pl_snac_hdr_check checks, every thread a share (a difference: the verdict
-     * names it on the failure path) */
+     * names it on the failure path). AllToAllV: a rank that runs another kernel must have packets
+     * only (pl_hdr_a2av_pkts), and exchanges them (sh.pkt, pl_direct_pkts) */
     if (!stop) {
       const uint32_t uw = (uint32_t)w, a2av = DT < 0 && coll == PL_COLL_ALL_TO_ALL_V,
                      vc = a2av || coll == PL_COLL_ALL_GATHER_V || coll == PL_COLL_REDUCE_SCATTER_V;
@@ -794,9 +840,13 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         int bad;
         if (k < uw) {
           const uint64_t *h = k == (uint32_t)r ? my : hdr + (uint64_t)k * hw;
-          bad = ((h[0] ^ my[0]) & (0xffffffffffffull | (uint64_t)PL_HDR_DIRECT << 48)) ||
-                h[6] != (uint64_t)w || (!vc && h[1] != my[1]) ||
-                (coll == PL_COLL_ALL_GATHER_V && h[1] != my[PL_HDR_FIXED + k]);
+          const int other = !(h[0] >> 48 & PL_HDR_DIRECT);
+          bad = ((h[0] ^ my[0]) & 0xffffffffffffull) || h[6] != (uint64_t)w ||
+                (!vc && h[1] != my[1]) ||
+                (coll == PL_COLL_ALL_GATHER_V && h[1] != my[PL_HDR_FIXED + k]) ||
+                (other && !(a2av && pl_hdr_a2av_pkts(h, w, (int)k, sh.x.c.esize,
+                                                      sh.x.plan.lat_max)));
+          if (a2av && other) sh.pkt[k] = 1;
         } else if (a2av) { /* what s sends d is what d receives from s, every pair */
           uint32_t s = (k - uw) / uw, d = (k - uw) - s * uw;
           const uint64_t *hs = s == (uint32_t)r ? my : hdr + (uint64_t)s * hw;
@@ -844,6 +894,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
        * slot's in the readers' CTAs: CTA c read what another CTA wrote, unordered) */
       if (stager && !stop) pl_direct_stage_late(&args, &sh, w, r);
     }
+    /* my blocks for the packet peers first: they wait for nothing else */
+    if ((kinds & 16u) && !stop) pl_direct_pkts(&args, &sh, w, r, f1, 0, wd);
     const uint64_t R = sh.rounds;
     /* one round: no rank stages */
     const int spread = push && (coll == PL_COLL_REDUCE_SCATTER_V || coll == PL_COLL_ALL_TO_ALL_V);
@@ -874,6 +926,8 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         stop = __syncthreads_or(sh.stop);
       }
     }
+    /* the packet peers' blocks for me, there long since */
+    if ((kinds & 16u) && !stop) pl_direct_pkts(&args, &sh, w, r, f1, 1, wd);
     /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank;
      * staging alone needs none: the call after next reuses it, when every peer has finished this
      * one) */

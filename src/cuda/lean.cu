@@ -367,10 +367,14 @@ PL_DEV void pl_lean_mis(pl_lean_sh_t *sh) {
 
 /* Rank s's header words 0 (a) and 1 (n, the count; V: not compared here) against mine: the
  * fields, the count, a direct peer or one whose counts are in device memory (these kernels are
- * neither). */
+ * neither). AllToAllV takes a direct peer: it exchanges this rank's blocks, all packets, as packets
+ * (direct.cu, pl_direct_pkts). */
 #define PL_LEAN_HDR_SHARED (0xffffffffffffull | (uint64_t)(PL_HDR_DIRECT | PL_HDR_DCOUNTS) << 48)
 PL_DEV int pl_lean_hdr_differs(uint64_t a, uint64_t n, uint64_t myh0, uint64_t count, int v) {
-  return ((a ^ myh0) & PL_LEAN_HDR_SHARED) || (!v && n != count);
+  const uint64_t m = v && (myh0 >> 16 & 0xff) == PL_COLL_ALL_TO_ALL_V
+                         ? PL_LEAN_HDR_SHARED & ~((uint64_t)PL_HDR_DIRECT << 48)
+                         : PL_LEAN_HDR_SHARED;
+  return ((a ^ myh0) & m) || (!v && n != count);
 }
 
 /* Peer s's header says it reads some peer's buffers directly (zero copy: a SNAC-kernel rank in an

@@ -50,7 +50,9 @@ typedef struct {
 #define PL_HDR_ZC_SEND 2u
 #define PL_HDR_ZC_RECV 4u
 /* CUDA: this rank runs the call in the direct kernel (direct.cu), which reads every peer's
- * purlin_mem_alloc buffers or its staging: every rank must (pl_snac_hdr_check) */
+ * purlin_mem_alloc buffers or its staging: every rank must (pl_snac_hdr_check), but in an
+ * AllToAllV, where a rank whose blocks are all packets (pl_hdr_a2av_pkts) may run another kernel:
+ * the direct kernel exchanges packets with it */
 #define PL_HDR_DIRECT 8u
 /* AllToAllV: this rank's rdispls are its recvcounts' exclusive prefix sums, wherever a count is not
  * 0 (the direct kernel's spread writes peers' blocks into its output from the counts alone:
@@ -179,6 +181,17 @@ PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   for (int i = 0; i < 3 * w; i++) h[PL_HDR_FIXED + i] = pl_hdr_vword(c, i);
 }
 
+/* AllToAllV: are rank q's blocks to and from every other rank all packets (at most lat bytes of
+ * es-byte elements), from its header h? Such a rank runs the lean or tiny kernel (pl_lean_takes:
+ * the same rule), or SNAC's, which sends every block of at most lat bytes as packets too
+ * (pl_snac_gather_lat), so a direct-kernel rank exchanges packets with it (direct.cu). */
+PL_HD int pl_hdr_a2av_pkts(const uint64_t *h, int w, int q, uint64_t es, uint64_t lat) {
+  for (int d = 0; d < w; d++)
+    if (d != q && (h[PL_HDR_FIXED + d] * es > lat || h[PL_HDR_FIXED + 2 * w + d] * es > lat))
+      return 0;
+  return 1;
+}
+
 PL_HD int pl_snac_mis(pl_snac_t *x, const char *param, int index, int ra, uint64_t va, int rb,
                       uint64_t vb) {
   x->mismatch.param = param;
@@ -234,10 +247,17 @@ PL_HD int pl_snac_hdr_check(pl_snac_t *x) {
     if (a != b) return pl_snac_mis(x, "counts_on_device", -1, 0, a != 0, s, b != 0);
   }
   /* the direct kernel's wire format, every rank or none: last, so that a count that differs (and
-   * made one rank take the direct kernel) is named as the count */
-  for (int s = 0; s < w; s++) {
-    uint64_t a = h0[0] >> 48 & PL_HDR_DIRECT, b = pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DIRECT;
-    if (a != b) return pl_snac_mis(x, "direct kernel", -1, 0, a != 0, s, b != 0);
+   * made one rank take the direct kernel) is named as the count. AllToAllV: beside the first rank
+   * q that runs it, every rank that does not must have packets only (pl_hdr_a2av_pkts) */
+  int q = -1;
+  for (int s = 0; s < w && q < 0; s++)
+    if (pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DIRECT) q = s;
+  for (int s = 0; s < w && q >= 0; s++) {
+    const uint64_t *h = pl_snac_hdr(x, s);
+    if (!(h[0] >> 48 & PL_HDR_DIRECT) &&
+        !(coll == PL_COLL_ALL_TO_ALL_V &&
+          pl_hdr_a2av_pkts(h, w, s, x->c.esize, x->plan.lat_max)))
+      return pl_snac_mis(x, "direct kernel", -1, q, 1, s, 0);
   }
   return 0;
 }

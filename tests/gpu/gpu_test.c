@@ -550,9 +550,10 @@ static void matrix(int quick, int big) {
     for (int coll = 0; coll < C_COUNT; coll++)
       add(coll, more[k], k & 1 ? PURLIN_MAX : PURLIN_SUM, 1, 3001 + (size_t)k, (k + coll) % B_COUNT,
           k & 1);
-  /* AllToAllV whose only large blocks are between ranks 0 and 1 (800 KB: staged at the default
-   * tuning), every other block small: at world >= 3 ranks 0 and 1 run SNAC's kernel and the others
-   * the lean kernel in the same call (one wire format; zero copy among them on "mm" buffers).
+  /* AllToAllV whose only large blocks are between ranks 0 and 1 (800 KB), every other block
+   * small: at world >= 3 ranks 0 and 1 run the direct kernel (SNAC's in place, or with
+   * PURLIN_DIRECT_A2AV=0) and the others the lean kernel in the same call, exchanging packets
+   * (zero copy between ranks 0 and 1 on "mm" buffers).
    * AGV and RSV with small counts run the lean kernel on every rank. */
   g_skew = 400000;
   for (int b = 0; b < B_COUNT; b++) add(C_A2AV, PURLIN_BF16, PURLIN_SUM, 0, 700, b, b & 1);
@@ -564,7 +565,7 @@ static void matrix(int quick, int big) {
                               B_OUT_DM, B_OUT_X, B_OUT_RR, B_IN_R, B_OUT_RR_U, B_OUT_XR};
   for (int coll = 0; coll < C_COUNT; coll++)
     for (int b = 0; b < (int)(sizeof dbufs / sizeof dbufs[0]); b++) {
-      /* (in place: not direct; AllToAllV: direct with PURLIN_DIRECT_A2AV=1) */
+      /* (in place: not direct; AllToAllV: SNAC's kernel with PURLIN_DIRECT_A2AV=0) */
       if ((coll == C_A2A || coll == C_A2AV) && buf_inplace(dbufs[b])) continue;
       size_t n = 1500000 / (coll == C_AR ? 1 : g_world) + 17;
       add(coll, PURLIN_BF16, PURLIN_SUM, 0, n, dbufs[b], b & 1);

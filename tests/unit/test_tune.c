@@ -21,7 +21,7 @@ int main(void) {
   get(PURLIN_DATAPATH_CUDA, 4, &t4);
   get(PURLIN_DATAPATH_CUDA, 3, &t3);
   get(PURLIN_DATAPATH_HOST, 8, &h8);
-  EXPECT(t2.direct_ctas == 64 && t2.lanes == 16 && t2.threads == 512 && t2.direct_a2av == 0,
+  EXPECT(t2.direct_ctas == 64 && t2.lanes == 32 && t2.threads == 512 && t2.direct_a2av == 1,
          "world 2 (no rows): direct_ctas %llu lanes %llu threads %llu a2av %llu",
          (unsigned long long)t2.direct_ctas, (unsigned long long)t2.lanes,
          (unsigned long long)t2.threads, (unsigned long long)t2.direct_a2av);
@@ -39,7 +39,8 @@ int main(void) {
          (unsigned long long)t4.packet_bytes);
   EXPECT(t8.packet_bytes == (4 * (1048576 / 8 + 64) + 4096 + 4095) / 4096 * 4096,
          "world 8 packet_bytes %llu", (unsigned long long)t8.packet_bytes);
-  EXPECT(t3.direct_a2av == 1, "world 3: DIRECT_A2AV row");
+  EXPECT(t3.direct_a2av == 0 && t3.lanes == 21, "world 3: DIRECT_A2AV row (a2av %llu lanes %llu)",
+         (unsigned long long)t3.direct_a2av, (unsigned long long)t3.lanes);
   EXPECT(h8.direct_ctas == 0 && h8.lanes == 1, "host datapath: CUDA rows applied (direct_ctas %llu "
          "lanes %llu)", (unsigned long long)h8.direct_ctas, (unsigned long long)h8.lanes);
   /* the environment wins over a row, and a value of "the table" leaves the row */
