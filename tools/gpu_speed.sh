@@ -35,6 +35,7 @@
 #   a2av: AllToAllV by default (the direct kernel where a rank's blocks are not all packets) against
 #        PURLIN_DIRECT_A2AV=0 (SNAC's kernel there): zero copy at worlds 8, 4, 2, ordinary buffers
 #        at world 8, 8 KiB-256 KiB at 8;
+#   final: build, gpu_test at worlds 3, 2, 4 and the faults, every tool at 8 KiB-256 KiB (world 8);
 #   lanes3: SNAC's kernel at world 3 (AllToAllV with PURLIN_DIRECT_A2AV=0) with 21 lanes (what
 #        residency allows) against the table's 16, zero copy, 64 MiB-1 GiB.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -89,6 +90,11 @@ for p in $PARTS; do
     env OUT="$D/tinyvf" BUILD=/tmp/pl-bnew SKIP_BUILD=1 WORLDS=" " FAULTS="mismatch kill-small" \
       TOOLS=testAGV B=8K E=8K BW=8 timeout -k 5 120 bash tools/gpu_quick.sh >> "$D/tinyv.txt" 2>&1
     rm -f "$D/tinyv/summary.txt" "$D/tinyvf/summary.txt" ;;
+  final) # a session's final tree: build, gpu_test at worlds 3, 2 and 4 with the faults, every tool
+    # at 8 KiB-256 KiB (world 8, graph replay: the latency criteria)
+    env OUT="$D/final" BUILD=/tmp/pl-bnew CONFIGS="-" WORLDS="3 2 4" FAULTS="mismatch kill-small" \
+      TOOLS="$ALL" B=8K E=256K F=2 BW=8 timeout -k 5 420 bash tools/gpu_quick.sh > "$D/final.txt" 2>&1
+    rm -f "$D/final/summary.txt" ;;
   tinyb) # the tiny kernel's sizes: AllReduce 8 KiB-1 MiB with it, with PURLIN_TINY=0 and with
     # one-shot only to 32 KiB; the gathers 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only
     # to 64 KiB (world 8; after a part that built)
