@@ -172,8 +172,12 @@ static void test_verdict(void) {
          "a count that also changed the kernel is named as the count (got %s)", x.mismatch.param);
   hdr[1][1] = 1000;
   EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "direct kernel") &&
-             x.mismatch.rank_b == 1 && x.mismatch.val_a == 0 && x.mismatch.val_b == 1,
-         "only the kernel differs: named as the direct kernel (got %s)", x.mismatch.param);
+             x.mismatch.rank_a == 1 && x.mismatch.val_a == 1 && x.mismatch.rank_b == 0 &&
+             x.mismatch.val_b == 0,
+         "only the kernel differs: named as the direct kernel, rank 1 with, rank 0 without (got %s "
+         "%d %llu %d %llu)", x.mismatch.param, x.mismatch.rank_a,
+         (unsigned long long)x.mismatch.val_a, x.mismatch.rank_b,
+         (unsigned long long)x.mismatch.val_b);
   /* AllGatherV whose counts agree, in device memory on rank 2 only (SNAC's kernel there, the tiny
    * V kernel's signed flags elsewhere): named counts_on_device; AllToAllV may mix them */
   uint64_t rc[W], sd[W] = {0, 5, 10, 15};
@@ -198,6 +202,60 @@ static void test_verdict(void) {
              "AllGatherV with device counts on rank 2 only: named counts_on_device (got %s)",
              x.mismatch.param ? x.mismatch.param : "");
   }
+}
+
+/* AllToAllV mixes kernels: ranks 0 and 1 exchange large blocks and run the direct kernel, ranks 2
+ * and 3 have packets only (at most lat_max bytes to and from every other rank) and run another; a
+ * rank without PL_HDR_DIRECT that has a large block is a MISMATCH naming it, on every rank alike. */
+enum { MIX_W = 4 };
+static uint64_t mix_hdr[MIX_W][PL_HDR_FIXED + 3 * MIX_W];
+static void mix_build(uint64_t m[MIX_W][MIX_W], unsigned direct) {
+  for (int s = 0; s < MIX_W; s++) {
+    memset(mix_hdr[s], 0, sizeof mix_hdr[s]);
+    mix_hdr[s][0] = PL_HDR_TAG | (uint64_t)PL_COLL_ALL_TO_ALL_V << 16 |
+                    (uint64_t)(direct >> s & 1u ? PL_HDR_DIRECT : 0) << 48;
+    mix_hdr[s][6] = MIX_W;
+    for (int d = 0; d < MIX_W; d++) {
+      mix_hdr[s][PL_HDR_FIXED + d] = m[s][d];             /* sendcounts */
+      mix_hdr[s][PL_HDR_FIXED + 2 * MIX_W + d] = m[d][s]; /* recvcounts */
+    }
+  }
+}
+static void test_a2av_mix(void) {
+  pl_snac_t x;
+  memset(&x, 0, sizeof x);
+  x.c.world = MIX_W;
+  x.c.esize = 2;
+  x.plan.lat_max = 1000; /* bytes: 500 elements */
+  x.hdr = &mix_hdr[0][0];
+  uint64_t m[MIX_W][MIX_W]; /* m[s][d]: elements s sends d */
+  for (int s = 0; s < MIX_W; s++)
+    for (int d = 0; d < MIX_W; d++) m[s][d] = (s < 2 && d < 2 && s != d) ? 400000 : 100 + 7 * s + d;
+  m[2][2] = 900000; /* a rank's own block is not exchanged: it does not count */
+  mix_build(m, 3u);
+  EXPECT(pl_hdr_a2av_pkts(mix_hdr[2], MIX_W, 2, 2, 1000) == 1 &&
+             pl_hdr_a2av_pkts(mix_hdr[0], MIX_W, 0, 2, 1000) == 0,
+         "rank 2's blocks are packets (its own not counted), rank 0's are not");
+  EXPECT(pl_snac_hdr_check(&x) == 0, "direct ranks 0, 1 with packet ranks 2, 3 pass (got %s)",
+         x.mismatch.param ? x.mismatch.param : "");
+  mix_build(m, 0u);
+  EXPECT(pl_snac_hdr_check(&x) == 0, "no direct rank (SNAC's kernel) passes");
+  m[3][0] = 600; /* rank 3 sends rank 0 a large block, and runs no direct kernel */
+  mix_build(m, 3u);
+  EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && !strcmp(x.mismatch.param, "direct kernel") &&
+             x.mismatch.rank_a == 0 && x.mismatch.val_a == 1 && x.mismatch.rank_b == 3 &&
+             x.mismatch.val_b == 0,
+         "rank 3 with a large block sent, no direct kernel: named against rank 0 (got %s %d %d)",
+         x.mismatch.param ? x.mismatch.param : "", x.mismatch.rank_a, x.mismatch.rank_b);
+  m[3][0] = 100 + 21;
+  m[3][2] = 600; /* rank 2 receives a large block from rank 3 */
+  mix_build(m, 3u);
+  EXPECT(pl_hdr_a2av_pkts(mix_hdr[2], MIX_W, 2, 2, 1000) == 0, "a large block received counts");
+  EXPECT(pl_snac_hdr_check(&x) == PURLIN_ERR_MISMATCH && x.mismatch.rank_b == 2,
+         "rank 2 receiving a large block, no direct kernel: named first (got rank %d)",
+         x.mismatch.rank_b);
+  mix_build(m, 15u);
+  EXPECT(pl_snac_hdr_check(&x) == 0, "every rank direct passes");
 }
 
 /* pl_hdr_vword (no division) against the words as the header defines them (k = i / w), every V
@@ -241,6 +299,7 @@ int main(void) {
   test_plan();
   test_tune_tables();
   test_verdict();
+  test_a2av_mix();
   printf("test_layout: %s (%lld failures)\n", pl_failures ? "FAILED" : "ok", pl_failures);
   return pl_failures != 0;
 }
