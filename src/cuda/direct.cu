@@ -404,6 +404,13 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
   if (sh->pkt[s]) { /* (bit 4: some peer exchanges packets, so the spread is off) */
     sh->psend[s] = sh->precv[s] = NULL;
     atomicOr(&sh->kinds, 16u);
+    /* a SNAC-kernel peer that offers zero copy returns after every peer's `done` in every lane
+     * (pl_snac_zc_exit); this rank reads none of its buffers: done at once (pl_lean_zc_done) */
+    if (blockIdx.x == 0 && (f & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV))) {
+      pl_ctrl_t *ctl = (pl_ctrl_t *)a->x.ws[s];
+      for (int l = 0; l < a->x.plan.lanes; l++)
+        pl_st_release_sys(&ctl->peer[l][r].done, sh->epoch * PL_EPOCH_STRIDE + 1);
+    }
     return 0;
   }
   const int pr = ar || a2av || c->coll == PL_COLL_REDUCE_SCATTER_V; /* outputs peers may write */
@@ -651,17 +658,18 @@ static __device__ __noinline__ void pl_direct_stage_late(const pl_cuda_args_t *a
   pl_direct_stage(a, sh, w, r, 0);
 }
 
-/* Thread 0, AllToAllV with some rank staging: the rounds of the largest block any rank sends (its
- * own included: a rank copies its own block round by round too) from every header (h: the peers',
- * my: mine), the same on every rank. Out of line (a cold path of thread 0). */
+/* Thread 0, AllToAllV with some rank staging: the rounds of the largest block any direct rank sends
+ * another (its own included: a rank copies its own block round by round too) from every header (h:
+ * the peers', my: mine), the same on every direct rank. Out of line (a cold path of thread 0). */
 static __device__ __noinline__ void pl_direct_a2av_rounds(pl_direct_sh_t *sh, const uint64_t *h,
                                                           const uint64_t *my, int w, int r) {
   const uint64_t hw = pl_hdr_words(w);
   uint64_t most = 0;
   for (int q = 0; q < w; q++) {
+    if (sh->pkt[q]) continue; /* (packets: never in the rounds; the same on every direct rank) */
     const uint64_t *hq = q == r ? my : h + (uint64_t)q * hw;
     for (int d = 0; d < w; d++)
-      if (hq[PL_HDR_FIXED + d] > most) most = hq[PL_HDR_FIXED + d];
+      if (!sh->pkt[d] && hq[PL_HDR_FIXED + d] > most) most = hq[PL_HDR_FIXED + d];
   }
   sh->rounds = pl_direct_rounds(most * sh->x.c.esize, sh->piece);
   if (sh->rounds >= ((uint64_t)1 << PL_DIRECT_ROUND_BITS)) {
@@ -832,7 +840,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     int stop = __syncthreads_or(sh.stop);
     /* agree: what pl_snac_hdr_check checks, every thread a share (a difference: the verdict
      * names it on the failure path). AllToAllV: a rank that runs another kernel must have packets
-     * only (pl_hdr_a2av_pkts), and exchanges them (sh.pkt, pl_direct_pkts) */
+     * only (no PL_HDR_BIG: pl_hdr_mixbits), and exchanges them (sh.pkt, pl_direct_pkts) */
     if (!stop) {
       const uint32_t uw = (uint32_t)w, a2av = DT < 0 && coll == PL_COLL_ALL_TO_ALL_V,
                      vc = a2av || coll == PL_COLL_ALL_GATHER_V || coll == PL_COLL_REDUCE_SCATTER_V;
@@ -844,8 +852,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           bad = ((h[0] ^ my[0]) & 0xffffffffffffull) || h[6] != (uint64_t)w ||
                 (!vc && h[1] != my[1]) ||
                 (coll == PL_COLL_ALL_GATHER_V && h[1] != my[PL_HDR_FIXED + k]) ||
-                (other && !(a2av && pl_hdr_a2av_pkts(h, w, (int)k, sh.x.c.esize,
-                                                      sh.x.plan.lat_max)));
+                (other && !(a2av && pl_hdr_mixbits(h[0]) == 0u));
           if (a2av && other) sh.pkt[k] = 1;
         } else if (a2av) { /* what s sends d is what d receives from s, every pair */
           uint32_t s = (k - uw) / uw, d = (k - uw) - s * uw;

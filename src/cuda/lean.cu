@@ -127,6 +127,7 @@ typedef struct {
   int err, err_peer, aborted, mis;
   int vlook;                       /* tiny V kernel: a thread is looking at the V counts
                                       (pl_tiny_check: one at a time) */
+  unsigned mixsum;                 /* AllToAllV: the headers' word 0 counted (pl_lean_mix) */
   const char *err_what;
 } pl_lean_sh_t;
 
@@ -377,6 +378,17 @@ PL_DEV int pl_lean_hdr_differs(uint64_t a, uint64_t n, uint64_t myh0, uint64_t c
   return ((a ^ myh0) & m) || (!v && n != count);
 }
 
+/* AllToAllV: rank s's header word 0 (a) counted toward the call's mix (pl_hdr_mixbits), by one of
+ * n threads that each take one rank's; the last to arrive finds whether a direct-kernel rank stands
+ * beside one with a large block that runs another kernel: MISMATCH, as pl_snac_hdr_check's verdict
+ * on every rank (the direct ranks stop at once, and would never send this rank its packets). No
+ * barrier: one shared counter of arrivals (bits 0-7), direct ranks (8-15), the others (16-). */
+PL_DEV void pl_lean_mix(pl_lean_sh_t *sh, uint64_t a, unsigned n) {
+  const unsigned b = pl_hdr_mixbits(a), add = 1u + (b & 1u) * 256u + (b >> 1) * 65536u;
+  const unsigned t = atomicAdd(&sh->mixsum, add) + add;
+  if ((t & 255u) == n && (t >> 8 & 255u) && (t >> 16)) pl_lean_mis(sh);
+}
+
 /* Peer s's header says it reads some peer's buffers directly (zero copy: a SNAC-kernel rank in an
  * AllToAllV whose other blocks are staged): it returns only after every peer's `done` in every
  * lane (pl_snac_zc_exit). This rank reads no peer's buffers: done at once. */
@@ -568,6 +580,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
     sh.mis = 0;
     sh.omax = sh.imax = 0;
     if (V) { /* the host's copies are in the arguments (x.c's pointers there are NULL) */
+      sh.mixsum = 0;
       sh.c = X->c;
       sh.c.scounts = sh.v[0];
       sh.c.sdispls = sh.v[1];
@@ -662,6 +675,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
       else if (pl_lean_hdr_differs(a, n, myh0, c->count, V)) pl_lean_mis(&sh);
       else if (V && blockIdx.x == 0 && tid != r && (a >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
         pl_lean_zc_done(X, &sh, tid, r, f1);
+      if (V && c->coll == PL_COLL_ALL_TO_ALL_V && !st) pl_lean_mix(&sh, a, (unsigned)w);
     }
     if (V) pl_lean_vcheck(X, &sh, w, r, par, f1, wh, 0); /* the V counts, as SNAC's check */
     if (prof) prof_t[3] = pl_globaltimer(); /* thread 0: rank 0's header taken */
@@ -735,14 +749,17 @@ static __device__ __noinline__ pl_lean_chk_t pl_tiny_check(pl_wait_t wt, uint64_
   const int w = X->c.world, r = X->c.rank, v = pl_coll_is_v(X->c.coll);
   const uint64_t par = sh->epoch & 1, f1 = sh->epoch * PL_EPOCH_STRIDE + 1;
   const uint64_t myh0 = pl_hdr_word0(&X->c, X->in_place ? PL_HDR_INPLACE : 0);
+  unsigned mix = 0; /* AllToAllV: the mix of the headers come so far (pl_lean_mix) */
   for (int s = 0; s < w; s++) {
     if (s == r) continue;
     const pl_pkt_t *q = PL_LEAN_WIN(sh, r, s);
     uint64_t a, fa, n, fn;
     pl_ld_pkt(q, &a, &fa);
     pl_ld_pkt(q + 1, &n, &fn);
-    if (pl_ready(fa, f1, PL_READY_EPOCH) && pl_ready(fn, f1, PL_READY_EPOCH) &&
-        pl_lean_hdr_differs(a, n, myh0, X->c.count, v)) {
+    if (pl_ready(fa, f1, PL_READY_EPOCH)) mix |= pl_hdr_mixbits(a);
+    if ((pl_ready(fa, f1, PL_READY_EPOCH) && pl_ready(fn, f1, PL_READY_EPOCH) &&
+         pl_lean_hdr_differs(a, n, myh0, X->c.count, v)) ||
+        (mix == 3u && X->c.coll == PL_COLL_ALL_TO_ALL_V)) {
       pl_lean_mis(sh); /* stops every wait of this CTA; CTA 0 names the field at its end */
       break;
     }
@@ -926,6 +943,7 @@ PL_DEV void pl_tiny_begin(const pl_cuda_args_t *args, pl_lean_sh_t *sh) {
     sh->omax = sh->imax = 0;
     sh->vlook = 0;
     if (V) {
+      sh->mixsum = 0;
       sh->c = X->c;
       sh->c.scounts = sh->v[0];
       sh->c.sdispls = sh->v[1];
@@ -1254,6 +1272,7 @@ __global__ void __launch_bounds__(PL_LEAN_THREADS, 1)
         else if (pl_lean_hdr_differs(ha, 0, myh0, 0, 1)) pl_lean_mis(&sh);
         else if ((ha >> 48 & (PL_HDR_ZC_SEND | PL_HDR_ZC_RECV)))
           pl_lean_zc_done(X, &sh, (int)kt, r, f1); /* a SNAC-kernel peer awaits it (AllToAllV) */
+        if (COLL == PL_COLL_ALL_TO_ALL_V && !st) pl_lean_mix(&sh, ha, uw - 1);
       }
       if (pair && !st && !sh.stop) {
         if (!pl_ready(fpa, f1, PL_READY_EPOCH))

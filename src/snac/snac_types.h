@@ -66,6 +66,10 @@ typedef struct {
  * the others' tiny V kernel carries a signature in its data flags that SNAC's kernel does not
  * write (docs/gpu.md, "The tiny kernel"). AllToAllV mixes kernels by design and never sets it. */
 #define PL_HDR_DCOUNTS 64u
+/* AllToAllV: some block of this rank's, to or from another rank, is larger than a packet block
+ * (pl_hdr_a2av_pkts). Beside a direct-kernel rank only a rank that runs the direct kernel may have
+ * one (pl_hdr_mixbits): every kernel's check reads it from word 0 alone. */
+#define PL_HDR_BIG 128u
 
 /* A mismatch found in the headers: parameter, index (-1 for scalars), two ranks and their values. */
 typedef struct {
@@ -155,6 +159,26 @@ PL_HD uint64_t pl_hdr_vword(const pl_call_t *c, int i) {
   }
 }
 
+/* AllToAllV: are rank q's blocks to and from every other rank all packets (at most lat bytes of
+ * es-byte elements), from its header h? Such a rank runs the lean or tiny kernel (pl_lean_takes:
+ * the same rule), or SNAC's, which sends every block of at most lat bytes as packets too
+ * (pl_snac_gather_lat), so a direct-kernel rank exchanges packets with it (direct.cu). */
+PL_HD int pl_hdr_a2av_pkts(const uint64_t *h, int w, int q, uint64_t es, uint64_t lat) {
+  for (int d = 0; d < w; d++)
+    if (d != q && (h[PL_HDR_FIXED + d] * es > lat || h[PL_HDR_FIXED + 2 * w + d] * es > lat))
+      return 0;
+  return 1;
+}
+
+/* AllToAllV mixes kernels: bit 0, the rank of header word 0 h0 runs the direct kernel; bit 1, it
+ * does not and has a block larger than a packet block (PL_HDR_BIG). A call whose ranks' bits
+ * together make 3 is a MISMATCH ("direct kernel"): the direct kernel exchanges only packets with
+ * the ranks that run another kernel. */
+PL_HD unsigned pl_hdr_mixbits(uint64_t h0) {
+  const uint64_t f = h0 >> 48;
+  return (f & PL_HDR_DIRECT) ? 1u : (f & PL_HDR_BIG) ? 2u : 0u;
+}
+
 PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   const pl_call_t *c = &x->c;
   int w = c->world;
@@ -179,17 +203,9 @@ PL_HD void pl_snac_hdr_build(const pl_snac_t *x, uint64_t *h) {
   h[6] = (uint64_t)w;
   h[7] = 0;
   for (int i = 0; i < 3 * w; i++) h[PL_HDR_FIXED + i] = pl_hdr_vword(c, i);
-}
-
-/* AllToAllV: are rank q's blocks to and from every other rank all packets (at most lat bytes of
- * es-byte elements), from its header h? Such a rank runs the lean or tiny kernel (pl_lean_takes:
- * the same rule), or SNAC's, which sends every block of at most lat bytes as packets too
- * (pl_snac_gather_lat), so a direct-kernel rank exchanges packets with it (direct.cu). */
-PL_HD int pl_hdr_a2av_pkts(const uint64_t *h, int w, int q, uint64_t es, uint64_t lat) {
-  for (int d = 0; d < w; d++)
-    if (d != q && (h[PL_HDR_FIXED + d] * es > lat || h[PL_HDR_FIXED + 2 * w + d] * es > lat))
-      return 0;
-  return 1;
+  if (c->coll == PL_COLL_ALL_TO_ALL_V &&
+      !pl_hdr_a2av_pkts(h, w, c->rank, c->esize, x->plan.lat_max))
+    h[0] |= (uint64_t)PL_HDR_BIG << 48;
 }
 
 PL_HD int pl_snac_mis(pl_snac_t *x, const char *param, int index, int ra, uint64_t va, int rb,
@@ -248,15 +264,14 @@ PL_HD int pl_snac_hdr_check(pl_snac_t *x) {
   }
   /* the direct kernel's wire format, every rank or none: last, so that a count that differs (and
    * made one rank take the direct kernel) is named as the count. AllToAllV: beside the first rank
-   * q that runs it, every rank that does not must have packets only (pl_hdr_a2av_pkts) */
+   * q that runs it, no rank that does not may have a block larger than a packet block
+   * (pl_hdr_mixbits) */
   int q = -1;
   for (int s = 0; s < w && q < 0; s++)
     if (pl_snac_hdr(x, s)[0] >> 48 & PL_HDR_DIRECT) q = s;
   for (int s = 0; s < w && q >= 0; s++) {
-    const uint64_t *h = pl_snac_hdr(x, s);
-    if (!(h[0] >> 48 & PL_HDR_DIRECT) &&
-        !(coll == PL_COLL_ALL_TO_ALL_V &&
-          pl_hdr_a2av_pkts(h, w, s, x->c.esize, x->plan.lat_max)))
+    const uint64_t a = pl_snac_hdr(x, s)[0];
+    if (!(a >> 48 & PL_HDR_DIRECT) && (coll != PL_COLL_ALL_TO_ALL_V || pl_hdr_mixbits(a) == 2u))
       return pl_snac_mis(x, "direct kernel", -1, q, 1, s, 0);
   }
   return 0;

@@ -1044,6 +1044,55 @@ static int vmixed(int coll) {
   return 0;
 }
 
+/* AllToAllV whose only large blocks are between ranks 0 and 1, with rank 1's counts in device
+ * memory (SNAC's kernel there, which speaks neither the direct kernel's rounds nor its packets for
+ * large blocks), rank 0 on the direct kernel and the others on the tiny kernel: every rank must
+ * report MISMATCH naming the direct kernel, not time out (rank 0 stops at once and never sends
+ * the others their packets: they find it from the headers' PL_HDR_DIRECT and PL_HDR_BIG), and the
+ * communicator stays usable. World >= 3. */
+static int a2avmixed(void) {
+  size_t sc[72], sd[72], rc[72], rd[72], ps = 0, pr = 0;
+  for (int i = 0; i < g_world; i++) {
+    sc[i] = rc[i] = g_rank < 2 && i < 2 && i != g_rank ? 300000 : 100; /* 1.2 MB: not packets */
+    sd[i] = ps;
+    rd[i] = pr;
+    ps += sc[i];
+    pr += rc[i];
+  }
+  purlin_opts_t o = PURLIN_OPTS_INIT;
+  const size_t *s0 = sc, *s1 = sd, *r0 = rc, *r1 = rd;
+  if (g_rank == 1) {
+    size_t h[4][DCW];
+    memset(h, 0, sizeof h);
+    for (int i = 0; i < g_world; i++) {
+      h[0][i] = sc[i];
+      h[1][i] = sd[i];
+      h[2][i] = rc[i];
+      h[3][i] = rd[i];
+    }
+    CK(cudaMemcpy(g_cnt_dev, h, sizeof h, cudaMemcpyHostToDevice));
+    o.counts_on_device = 1;
+    s0 = g_cnt_dev;
+    s1 = g_cnt_dev + DCW;
+    r0 = g_cnt_dev + 2 * DCW;
+    r1 = g_cnt_dev + 3 * DCW;
+  }
+  purlin_status_t st = purlin_all_to_all_v(g_dev[0], s0, s1, g_dev[1], r0, r1, PURLIN_F32, g_comm,
+                                           g_stream, &o), ast = PURLIN_OK;
+  CK(cudaStreamSynchronize(g_stream));
+  purlin_comm_get_async_error(g_comm, &ast);
+  const char *msg = purlin_comm_last_error(g_comm);
+  if (st != PURLIN_OK || ast != PURLIN_ERR_MISMATCH || !strstr(msg, "direct kernel")) {
+    fail_line("mismatch (AllToAllV, large blocks, counts on the device on rank 1): launch %s, "
+              "async %s (expected OK, MISMATCH naming the direct kernel): %s",
+              purlin_status_name(st), purlin_status_name(ast), msg);
+    return 1;
+  }
+  if (g_rank == 0) printf("gpu_test: mismatch reported: %s\n", msg);
+  add(C_A2AV, PURLIN_F32, PURLIN_SUM, 1, 500, B_OUT_DD, 1);
+  return 0;
+}
+
 static int fault_mismatch(void) {
   size_t n = 1000 + (g_rank == g_world - 1 ? 1 : 0);
   purlin_status_t st = purlin_all_reduce(g_dev[0], g_dev[1], n, PURLIN_F32, PURLIN_SUM, g_comm,
@@ -1103,6 +1152,7 @@ static int fault_mismatch(void) {
   for (int coll = C_AGV; coll <= C_A2AV; coll++)
     if (!(g_no_a2av && coll == C_A2AV) && vmismatch(coll)) return 1;
   if (vmixed(C_AGV) || vmixed(C_RSV)) return 1;
+  if (!g_no_a2av && g_world >= 3 && a2avmixed()) return 1;
   g_pass++;
   return 0;
 }

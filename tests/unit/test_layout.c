@@ -219,6 +219,8 @@ static void mix_build(uint64_t m[MIX_W][MIX_W], unsigned direct) {
       mix_hdr[s][PL_HDR_FIXED + d] = m[s][d];             /* sendcounts */
       mix_hdr[s][PL_HDR_FIXED + 2 * MIX_W + d] = m[d][s]; /* recvcounts */
     }
+    if (!pl_hdr_a2av_pkts(mix_hdr[s], MIX_W, s, 2, 1000)) /* as pl_snac_hdr_build sets it */
+      mix_hdr[s][0] |= (uint64_t)PL_HDR_BIG << 48;
   }
 }
 static void test_a2av_mix(void) {
@@ -238,6 +240,25 @@ static void test_a2av_mix(void) {
          "rank 2's blocks are packets (its own not counted), rank 0's are not");
   EXPECT(pl_snac_hdr_check(&x) == 0, "direct ranks 0, 1 with packet ranks 2, 3 pass (got %s)",
          x.mismatch.param ? x.mismatch.param : "");
+  EXPECT(pl_hdr_mixbits(mix_hdr[0][0]) == 1u && pl_hdr_mixbits(mix_hdr[2][0]) == 0u,
+         "mix bits: rank 0 direct, rank 2 packets only");
+  /* pl_snac_hdr_build sets PL_HDR_BIG from the call's own counts (rank 0's and rank 2's rows) */
+  for (int q = 0; q < 3; q += 2) {
+    uint64_t sc[MIX_W], rc[MIX_W], dz[MIX_W] = {0, 0, 0, 0}, hb[PL_HDR_FIXED + 3 * MIX_W];
+    for (int d = 0; d < MIX_W; d++) {
+      sc[d] = m[q][d];
+      rc[d] = m[d][q];
+    }
+    pl_snac_t y = x;
+    y.c.coll = PL_COLL_ALL_TO_ALL_V;
+    y.c.rank = q;
+    y.c.scounts = sc;
+    y.c.rcounts = rc;
+    y.c.sdispls = y.c.rdispls = dz;
+    pl_snac_hdr_build(&y, hb);
+    EXPECT(!(hb[0] >> 48 & PL_HDR_BIG) == (q == 2), "rank %d's built header: BIG %d", q,
+           (int)(hb[0] >> 48 & PL_HDR_BIG));
+  }
   mix_build(m, 0u);
   EXPECT(pl_snac_hdr_check(&x) == 0, "no direct rank (SNAC's kernel) passes");
   m[3][0] = 600; /* rank 3 sends rank 0 a large block, and runs no direct kernel */
