@@ -40,8 +40,9 @@ int pl_lean_takes(const pl_snac_t *x) {
       if (c->rcounts[d] * es > lat) return 0;
     return 1;
   case PL_COLL_ALL_TO_ALL_V:
-    /* my blocks only: a peer with a staged block elsewhere runs SNAC's kernel, which exchanges
-     * packet blocks with this one in the same wire format (docs/gpu.md, "The lean packet kernel") */
+    /* my blocks only: a peer with a larger block elsewhere runs the direct kernel (or SNAC's),
+     * which exchanges packet blocks with this one in the same wire format (docs/gpu.md, "The lean
+     * packet kernel", "The direct kernel") */
     for (int d = 0; d < w; d++)
       if (d != r && (c->scounts[d] * es > lat || c->rcounts[d] * es > lat)) return 0;
     return 1;
