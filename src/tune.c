@@ -116,7 +116,7 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at
      * world 8 8x faster than 1 lane and 58 KiB. Lanes: 2 L CTAs per rank must stay resident with
      * every other rank's on one GPU (2 L world <= 128 of 132 SMs), all that allows (finding 29:
-     * 32 lanes at world 2 instead of 16 made AllToAllV 64 MiB-1 GiB on SNAC's kernel 1.6x faster,
+     * 32 lanes at world 2 instead of 16 made AllToAllV 64 MiB-1 GiB on SNAC's kernel 1.7x faster,
      * 21 at world 3 1.1x). Staging: 128 MiB per rank (issue budget: <= 144 MiB at world 8). */
     t->lanes = world <= 2 ? PL_MAX_LANES : (uint64_t)(64 / world);
     t->chunk_max = 4u << 20;

@@ -29,15 +29,14 @@
 #        ReduceScatter, AllToAll 8 KiB-1 MiB with it, PURLIN_TINY=0 and its blocks only to 64 KiB;
 #   tinyv: the tiny V kernel against OLD's (both built, gpu_test at worlds 8 and 3, AllGatherV,
 #        ReduceScatterV, AllToAllV and AllGather at 8 KiB-256 KiB, world 8), then the faults;
-#   lanes2: SNAC's kernel at world 2 with 32 lanes (PURLIN_LANES=32, what residency allows) against
-#        the table's 16: AllToAllV (SNAC's by default above the packets) and ReduceScatterV beside it
-#        (the direct kernel: unchanged), zero copy, 64 MiB-1 GiB;
+#   lanes2: SNAC's kernel at world 2 (AllToAllV with PURLIN_DIRECT_A2AV=0) with 16 lanes (the
+#        table before finding 29) against the table's 32, ReduceScatterV beside it (the direct
+#        kernel: unchanged), zero copy, 64 MiB-1 GiB;
 #   a2av: AllToAllV by default (the direct kernel where a rank's blocks are not all packets) against
 #        PURLIN_DIRECT_A2AV=0 (SNAC's kernel there): zero copy at worlds 8, 4, 2, ordinary buffers
 #        at world 8, 8 KiB-256 KiB at 8;
 #   final: build, gpu_test at worlds 3, 2, 4 and the faults, every tool at 8 KiB-256 KiB (world 8);
-#   lanes3: SNAC's kernel at world 3 (AllToAllV with PURLIN_DIRECT_A2AV=0) with 21 lanes (what
-#        residency allows) against the table's 16, zero copy, 64 MiB-1 GiB.
+#   lanes3: the same at world 3: 16 lanes against the table's 21 (what residency allows).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
 # Every size of every run is checked on the GPU. Each part's summary goes to stdout and
 # $OUT/summary.txt as it ends, its logs into $OUT/all.tar (gzipped at the end).
@@ -128,9 +127,9 @@ for p in $PARTS; do
           ARGS="--mem purlin" ;;
   a2sp) q a2sp CONFIGS="- DIRECT_PUSH=0" TOOLS="testA2AV testA2A" B=64M \
          E=1G F=4 ARGS="--mem purlin" ;;
-  lanes3) q lanes3 CONFIGS="DIRECT_A2AV=0 DIRECT_A2AV=0,LANES=21" TOOLS=testA2AV B=64M E=1G F=4 \
+  lanes3) q lanes3 CONFIGS="DIRECT_A2AV=0,LANES=16 DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 \
             ARGS="--mem purlin" BW=3 ;;
-  lanes2) q lanes2 CONFIGS="- LANES=32" TOOLS="testA2AV testRSV" B=64M E=1G F=4 ARGS="--mem purlin" \
+  lanes2) q lanes2 CONFIGS="DIRECT_A2AV=0,LANES=16 DIRECT_A2AV=0" TOOLS="testA2AV testRSV" B=64M E=1G F=4 ARGS="--mem purlin" \
             BW=2 ;;
   a2av8) q a2av8 CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" ;;
   a2avl) q a2avl CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=8K E=256K F=2 ;;

@@ -1,6 +1,7 @@
 /* direct.cu -- the direct kernel: SNAC's throughput regime as a kernel of its own, for the calls
  * above the packet sizes of AllReduce, AllGather(V), ReduceScatter(V) and out-of-place AllToAll,
- * and (tune.direct_a2av) every out-of-place AllToAllV (docs/gpu.md, "The direct kernel").
+ * and (tune.direct_a2av) out-of-place AllToAllV with host counts on the ranks whose blocks are not
+ * all packets (docs/gpu.md, "The direct kernel").
  *
  * Stage: nothing where a rank's buffers are peer-mapped (purlin_mem_alloc: zero copy); a rank
  * whose input is not (ordinary cudaMalloc memory) copies what its peers read of it into its

@@ -1387,7 +1387,7 @@ void pl_tinyv_args(const pl_snac_t *x, pl_cuda_args_t *a) {
   a->tv_fast = !(odd & 7);
   a->tv_sig = 0;
   a->tv_check = 1;
-  if (c->coll == PL_COLL_ALL_TO_ALL_V) return; /* (plain flags: SNAC's and the lean kernel's) */
+  if (c->coll == PL_COLL_ALL_TO_ALL_V) return; /* (plain flags: SNAC's, the lean and the direct kernel's) */
   a->tv_check = 0; /* (unless a count is 0: a rank receiving from no one sees no signature) */
   /* the fields of header word 0 every rank shares, AllGatherV's "my sendcount is my recvcount"
    * (api.c already refuses host counts without it: kept so that the signature covers all that
