@@ -604,6 +604,15 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
               "stages, 1: in place, 2: no push, 3: AllToAllV rdispls not packed):%s\n",
               comm->rank, comm->world, b);
   }
+  if (prof && ps.dsum[0]) {
+    const double n = (double)ps.dsum[0] * 1e3;
+    fprintf(stderr, "purlin profile: rank %d/%d: direct kernel, %llu calls, mean us: entry to the "
+            "first CTA's data %.2f, data start skew %.2f, data span %.2f, CTA data mean %.2f, "
+            "first CTA done %.2f, longest CTA %.2f, last data end to exit %.2f, kernel %.2f\n",
+            comm->rank, comm->world, (unsigned long long)ps.dsum[0], ps.dsum[1] / n,
+            ps.dsum[2] / n, ps.dsum[3] / n, ps.dsum[4] / n, ps.dsum[5] / n, ps.dsum[6] / n,
+            ps.dsum[7] / n, ps.dsum[8] / n);
+  }
   (void)cudaGetLastError();
   for (int i = 0; i < PL_CUDA_MAX_SYMS && dp->syms; i++)
     pl_sym_release(dp, &dp->syms[i], comm->world, comm->rank);

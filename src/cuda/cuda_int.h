@@ -47,7 +47,16 @@ typedef struct {
   /* the direct kernel's calls by what the headers said (sh.kinds, bits 0-3: some rank stages, in
    * place, no push, AllToAllV rdispls not packed), counted by CTA 0's thread 0 */
   uint32_t dkinds[16];
+  /* the direct kernel's CTAs (PURLIN_PROFILE; pl_direct_prof): the running call's stamps, every
+   * CTA's thread 0 folding its own in with atomics (PL_DPROF_*: a minimum kept as the maximum of
+   * its complement, so that 0 is the empty value), then added to dsum by the call's last CTA */
+  uint64_t dcur[7];
+  uint64_t dsum[9]; /* ns summed over calls (PL_DPROF_*'s report order), [0]: the calls */
 } pl_cuda_state_t;
+/* dcur: ~first CTA's entry, ~first data start, last data start, ~first data end, last data end,
+ * the CTAs' data times summed, the longest */
+enum { PL_DPROF_T0, PL_DPROF_D0F, PL_DPROF_D0L, PL_DPROF_D1F, PL_DPROF_D1L, PL_DPROF_SUM,
+       PL_DPROF_MAX };
 #define PL_PROF_GAP_NS 100000ull
 
 /* The device's error record, in mapped pinned host memory so that the host reads it without a

@@ -107,6 +107,7 @@ typedef struct {
   int err, err_peer, mis, aborted;
   unsigned misalign;              /* reductions: some pointer is not 16-byte aligned */
   const char *err_what;
+  uint64_t pt[2];                 /* PURLIN_PROFILE: thread 0's entry and data start stamps */
 } pl_direct_sh_t;
 
 /* This CTA's part of round k's b-byte piece of a block (pl_direct_rsplit with the call's slot). */
@@ -753,6 +754,41 @@ PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w
   }
 }
 
+/* PURLIN_PROFILE, thread 0 of every CTA at the end of its data (its CTA done with it): its entry,
+ * data start (sh->pt) and end into the call's stamps (pl_cuda_state_t.dcur). */
+static __device__ __noinline__ void pl_direct_prof(pl_cuda_state_t *ps, const pl_direct_sh_t *sh) {
+  unsigned long long *c = (unsigned long long *)ps->dcur;
+  const uint64_t d1 = pl_globaltimer(), t0 = sh->pt[0], d0 = sh->pt[1];
+  atomicMax(c + PL_DPROF_T0, ~t0);
+  atomicMax(c + PL_DPROF_D0F, ~d0);
+  atomicMax(c + PL_DPROF_D0L, d0);
+  atomicMax(c + PL_DPROF_D1F, ~d1);
+  atomicMax(c + PL_DPROF_D1L, d1);
+  atomicAdd(c + PL_DPROF_SUM, d1 - d0);
+  atomicMax(c + PL_DPROF_MAX, d1 - d0);
+}
+
+/* The call's last CTA (every other CTA's stamps are in, before its exit count): the call's phases
+ * into dsum (a call that failed is not counted), the stamps cleared for the next call. */
+static __device__ __noinline__ void pl_direct_prof_fold(pl_cuda_state_t *ps, unsigned G, int st) {
+  volatile uint64_t *c = ps->dcur;
+  uint64_t *d = ps->dsum;
+  const uint64_t t1 = pl_globaltimer(), t0 = ~c[PL_DPROF_T0], d0f = ~c[PL_DPROF_D0F];
+  const uint64_t d0l = c[PL_DPROF_D0L], d1f = ~c[PL_DPROF_D1F], d1l = c[PL_DPROF_D1L];
+  if (!st && d1l) {
+    d[0]++;
+    d[1] += d0f - t0;                 /* entry to the first CTA's data: headers, agreement */
+    d[2] += d0l - d0f;                /* the CTAs' data start skew */
+    d[3] += d1l - d0f;                /* the data span: first start to last end */
+    d[4] += c[PL_DPROF_SUM] / G;      /* a CTA's data time, the mean */
+    d[5] += d1f - d0f;                /* the first CTA done */
+    d[6] += c[PL_DPROF_MAX];          /* the longest CTA */
+    d[7] += t1 - d1l;                 /* the last data end to the exit: packets, the done wait */
+    d[8] += t1 - t0;                  /* the kernel */
+  }
+  for (int i = 0; i < 7; i++) c[i] = 0;
+}
+
 /* DT: the reduction's dtype (AllReduce, ReduceScatter(V)), -1 for the gathers; OP: the op as a
  * constant (SUM), -1: the call's; UNR, CS: the gathers' loads in flight per thread, streaming. */
 template <int DT, int OP, int UNR, int CS>
@@ -788,6 +824,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     sh.slot = args.dslot;
     sh.rounds = args.drounds;
     sh.aborted = pl_ld_acquire_sys(&((const pl_ctrl_t *)X->ws[r])->abort) != 0;
+    if (args.prof) sh.pt[0] = pl_globaltimer();
   }
   __syncthreads();
   const uint64_t epoch = sh.epoch, par = epoch & 1, f1 = epoch * PL_EPOCH_STRIDE + 1;
@@ -902,6 +939,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
        * slot's in the readers' CTAs: CTA c read what another CTA wrote, unordered) */
       if (stager && !stop) pl_direct_stage_late(&args, &sh, w, r);
     }
+    if (args.prof && tid == 0) sh.pt[1] = pl_globaltimer();
     /* my blocks for the packet peers first: they wait for nothing else */
     if ((kinds & 16u) && !stop) pl_direct_pkts(&args, &sh, w, r, f1, 0, wd);
     const uint64_t R = sh.rounds;
@@ -934,6 +972,10 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
         stop = __syncthreads_or(sh.stop);
       }
     }
+    if (args.prof) { /* (uniform) */
+      __syncthreads();
+      if (tid == 0 && !stop) pl_direct_prof(args.state, &sh);
+    }
     /* the packet peers' blocks for me, there long since */
     if ((kinds & 16u) && !stop) pl_direct_pkts(&args, &sh, w, r, f1, 1, wd);
     /* done: every peer has read what it reads of my buffers (a mismatch skips it on every rank;
@@ -949,10 +991,15 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     if (sh.mis && (!sh.err || sh.err == PL_CUDA_STOP_SIBLING)) st = PURLIN_ERR_MISMATCH;
     if (st) pl_direct_report(&args, &sh, hdr, my, st);
     if (gridDim.x == 1) {
+      if (args.prof) pl_direct_prof_fold(args.state, 1u, st);
       *(volatile uint64_t *)&args.state->epoch = epoch + 1;
     } else {
       __threadfence();
       if (atomicAdd(&args.state->exit_count, 1u) == gridDim.x - 1) {
+        if (args.prof) {
+          __threadfence();
+          pl_direct_prof_fold(args.state, gridDim.x, st);
+        }
         args.state->exit_count = 0;
         *(volatile uint64_t *)&args.state->epoch = epoch + 1;
       }
