@@ -596,12 +596,13 @@ extern "C" void pl_cuda_fini(struct purlin_comm *comm) {
   if (prof) {
     char b[256];
     int o = 0;
-    for (int k = 0; k < 16; k++)
+    for (int k = 0; k < 32; k++)
       if (ps.dkinds[k] && o < (int)sizeof b - 24)
         o += snprintf(b + o, sizeof b - (size_t)o, " %d:%u", k, ps.dkinds[k]);
     if (o)
       fprintf(stderr, "purlin profile: rank %d/%d: direct kernel calls by kinds (bit 0: a rank "
-              "stages, 1: in place, 2: no push, 3: AllToAllV rdispls not packed):%s\n",
+              "stages, 1: in place, 2: no push, 3: AllToAllV rdispls not packed, 4: AllToAllV packet "
+              "peers):%s\n",
               comm->rank, comm->world, b);
   }
   if (prof && ps.dsum[0]) {

@@ -44,9 +44,10 @@ typedef struct {
   uint64_t prof_data;             /* ns: a lean reduction's consume until thread 0's first packets
                                      (of sources 0-7) were all there (the rest is work), summed */
   uint64_t prof_data_calls;       /* the calls prof_data sums */
-  /* the direct kernel's calls by what the headers said (sh.kinds, bits 0-3: some rank stages, in
-   * place, no push, AllToAllV rdispls not packed), counted by CTA 0's thread 0 */
-  uint32_t dkinds[16];
+  /* the direct kernel's calls by what the headers said (sh.kinds, bits 0-4: some rank stages, in
+   * place, no push, AllToAllV rdispls not packed, AllToAllV packet peers), counted by CTA 0's
+   * thread 0 */
+  uint32_t dkinds[32];
   /* the direct kernel's CTAs (PURLIN_PROFILE; pl_direct_prof): the running call's stamps, every
    * CTA's thread 0 folding its own in with atomics (PL_DPROF_*: a minimum kept as the maximum of
    * its complement, so that 0 is the empty value), then added to dsum by the call's last CTA */

@@ -915,7 +915,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     }
     stop = __syncthreads_or(sh.stop);
     const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
-    if (args.prof && blockIdx.x == 0 && tid == 0) atomicAdd(&args.state->dkinds[kinds & 15u], 1u);
+    if (args.prof && blockIdx.x == 0 && tid == 0) atomicAdd(&args.state->dkinds[kinds & 31u], 1u);
     /* the same on every rank: from the headers alone (PL_HDR_NOPUSH) */
     const int push = (DT >= 0 || coll == PL_COLL_ALL_TO_ALL_V) && pl_direct_push(coll, kinds);
     /* no rank stages: one round of whole blocks (the host planned rounds that fit a staging half,
