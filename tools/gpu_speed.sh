@@ -39,7 +39,8 @@
 #   lanes3: the same at world 3: 16 lanes against the table's 21 (what residency allows);
 #   dprof: the direct kernel's CTAs (PURLIN_PROFILE's direct line: data start skew and span, a
 #        CTA's mean and longest data time, the wait after the data), every collective at 64 MiB
-#        and the gathers at 1 GiB, zero copy, world 8 (one size per run: the means are per call);
+#        (the gathers also with PURLIN_DIRECT_PUSH=0: AllToAllV without its spread) and the
+#        gathers at 1 GiB, zero copy, world 8 (one size per run: the means are per call);
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code) beside the default Zipf 0.125, zero copy, world 8, 64 MiB-1 GiB.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -141,8 +142,8 @@ for p in $PARTS; do
   a2avs) q a2avs CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ;;
   a2av4) q a2av4 CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=4 ;;
   a2av2) q a2av2 CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin" BW=2 ;;
-  dprof) q dprof64 CONFIGS="PROFILE=1" TOOLS="testA2A testA2AV testAG testAGV" B=64M E=64M \
-           ARGS="--mem purlin"
+  dprof) q dprof64 CONFIGS="PROFILE=1 PROFILE=1,DIRECT_PUSH=0" TOOLS="testA2A testA2AV testAG testAGV" \
+           B=64M E=64M ARGS="--mem purlin"
     show dprof64
     q dprof64r CONFIGS="PROFILE=1" TOOLS="testRS testRSV testAR" B=64M E=64M ARGS="--mem purlin"
     show dprof64r
