@@ -1281,8 +1281,10 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
                   &x->sym_recv[1]))
     x->zc_recv = 1;
   /* AllToAllV on the direct kernel likewise (pl_direct_a2av_spread: every rank's input and output
-   * peer-mapped, every rank's rdispls packed), its output's extent from its recv counts */
-  if (direct && call->coll == PL_COLL_ALL_TO_ALL_V && comm->tune.direct_push) {
+   * peer-mapped, every rank's rdispls packed; every rank on one GPU: args.dpush below), its
+   * output's extent from its recv counts */
+  const int a2av_spread = comm->tune.direct_push && dp->ranks_here == comm->world;
+  if (direct && call->coll == PL_COLL_ALL_TO_ALL_V && a2av_spread) {
     uint64_t out_bytes = 0; /* (a rank that sends nothing counts as zero copy: pl_direct_peers) */
     for (int s = 0; s < call->world; s++)
       if (args.v[2][s] && (args.v[3][s] + args.v[2][s]) * call->esize > out_bytes)
@@ -1310,7 +1312,11 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dunroll = (int)comm->tune.direct_unroll;
   args.dredb = (int)comm->tune.direct_red_batch;
   args.dstream = (int)comm->tune.direct_stream;
-  args.dpush = (int)comm->tune.direct_push;
+  /* AllToAllV's push is its spread (direct.cu, pl_direct_a2av_spread): a rank copies blocks
+   * between two other ranks, which on separate GPUs crosses its links twice where the receiver's
+   * own read crosses one; so only where every rank shares one GPU's memory (ranks_here: the same
+   * on every rank) */
+  args.dpush = call->coll == PL_COLL_ALL_TO_ALL_V ? a2av_spread : (int)comm->tune.direct_push;
   args.dpiece = dpiece;
   args.dslot = dslot;
   args.drounds = drounds;
