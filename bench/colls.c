@@ -125,8 +125,19 @@ static size_t prefix(size_t *d, const size_t *c, int n) {
   return s;
 }
 
+/* AllToAllV --pair: ranks 0 and 1 send each other `elems` each and every other block (a rank's own
+ * included) is 1 KiB: an MoE step with two hot experts, in which ranks 2.. have packet blocks only
+ * and run the lean kernels beside the direct kernel of ranks 0 and 1 (docs/gpu.md, "The tiny
+ * kernel"). */
+static void pair_matrix(size_t *m, int n, size_t elems, size_t esize) {
+  for (int i = 0; i < n * n; i++)
+    m[i] = 1024 / esize;
+  if (n >= 2)
+    m[1] = m[(size_t)n] = elems;
+}
+
 int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int world, int rank,
-                    uint64_t seed, double zipf) {
+                    uint64_t seed, double zipf, int pair) {
   size_t es = pl_dtype_bytes(dtype), n = (size_t)world, E = bytes / es;
   memset(g, 0, sizeof *g);
   g->coll = coll;
@@ -152,7 +163,7 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     g->count = E;
     g->bytes = E * es;
   }
-  double S = (double)g->bytes, moved = (double)(n - 1) / (double)n * S;
+  double S = (double)g->bytes, moved = (double)(n - 1) / (double)n * S, pair_total = 0;
   size_t c = g->scount, me = (size_t)rank;
   switch (coll) {
   case B_AR:
@@ -212,7 +223,10 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     size_t *m = malloc(sizeof(size_t) * n * n), *sdp = malloc(sizeof(size_t) * n);
     if (!m || !sdp)
       return -1;
-    zipf_matrix(m, world, E, es, key, zipf);
+    if (pair)
+      pair_matrix(m, world, E, es);
+    else
+      zipf_matrix(m, world, E, es, key, zipf);
     for (size_t p = 0; p < n; p++) {
       g->sc[p] = m[me * n + p];
       g->rc[p] = m[p * n + me];
@@ -228,6 +242,10 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
         worst = in;
     }
     g->move_bytes = worst * (double)es;
+    double total = 0; /* the matrix's elements: n S with the Zipf splits */
+    for (size_t i = 0; i < n * n; i++)
+      total += (double)m[i];
+    pair_total = total * (double)es;
     for (size_t r = 0; r < n; r++) {
       /* rank r sends to me from its own displacement for me: the sum of its row before me */
       size_t off = 0;
@@ -244,6 +262,8 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     return -1;
   }
   g->mem_bytes = bench_mem_bytes(coll, S, world);
+  if (coll == B_A2AV && pair) /* the traffic per rank, on average, of the matrix as it is */
+    g->mem_bytes = pair_total / (double)n;
   return 0;
 }
 

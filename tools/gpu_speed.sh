@@ -41,6 +41,9 @@
 #        CTA's mean and longest data time, the wait after the data), every collective at 64 MiB
 #        (the gathers also with PURLIN_DIRECT_PUSH=0: AllToAllV without its spread) and the
 #        gathers at 1 GiB, zero copy, world 8 (one size per run: the means are per call);
+#   pair: AllToAllV with --pair (ranks 0 and 1 send each other the size, every other block 1 KiB:
+#        ranks 2.. on the lean kernels beside the direct kernel of 0 and 1) against
+#        PURLIN_DIRECT_A2AV=0 (SNAC's kernel on ranks 0 and 1), zero copy, world 8, 64 MiB-1 GiB;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code) beside the default Zipf 0.125, zero copy, world 8, 64 MiB-1 GiB.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -150,6 +153,7 @@ for p in $PARTS; do
     q dprof1g CONFIGS="PROFILE=1" TOOLS="testA2A testA2AV testAG testAGV" B=1G E=1G \
       ARGS="--mem purlin"
     p=dprof1g ;;
+  pair) q pair CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin --pair" ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
            ARGS="--mem purlin --zipf 0" ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
