@@ -22,8 +22,7 @@ typedef struct {
   int dtypes[PURLIN_DTYPE_COUNT], ndtypes;
   int ops[PURLIN_OP_COUNT], nops;
   uint64_t seed;
-  double zipf;
-  int pair; /* --pair */
+  bench_split_t split; /* --zipf, --split-unit, --pair */
   int det;
   int baseline_nccl;
   int purlin_mem;
@@ -53,8 +52,7 @@ static opts_t O = {1024,
                    {PURLIN_SUM},
                    1,
                    1,
-                   0.125,
-                   0,
+                   {0.125, 16, 0},
                    0,
                    0,
                    0,
@@ -89,6 +87,8 @@ static void usage(const char *prog) {
          "  -i, --inplace 0|1|2   0 out-of-place only, 1 in-place only, 2 both (default 2)\n"
          "  -z, --seed N          seed of the inputs and of the V splits (default 1)\n"
          "      --zipf S          V variants: Zipf exponent of the splits (default 0.125)\n"
+         "      --split-unit BYTES  V variants: the splits in multiples of BYTES (a power of two, "
+         ">= 16; default 16)\n"
          "      --pair            AllToAllV: ranks 0 and 1 send each other the size, every other "
          "block is 1 KiB (the direct kernel beside the lean ones)\n"
          "      --mode det|nondet reduction mode (default nondet)\n"
@@ -240,9 +240,13 @@ static void parse_args(int argc, char **argv) {
     else if (ARG("-z", "--seed"))
       O.seed = (uint64_t)parse_int(argv[++i], "seed");
     else if (ARG("--zipf", "--zipf"))
-      O.zipf = atof(argv[++i]);
-    else if (!strcmp(a, "--pair"))
-      O.pair = 1;
+      O.split.zipf = atof(argv[++i]);
+    else if (ARG("--split-unit", "--split-unit")) {
+      O.split.unit = parse_size(argv[++i]);
+      if (O.split.unit < 16 || (O.split.unit & (O.split.unit - 1)))
+        bench_die("--split-unit %zu: a power of two of at least 16 bytes", O.split.unit);
+    } else if (!strcmp(a, "--pair"))
+      O.split.pair = 1;
     else if (ARG("--rotate", "--rotate"))
       O.rotate_bytes = parse_size(argv[++i]);
     else if (ARG("-J", "--json"))
@@ -361,7 +365,7 @@ static void alloc_buffers(void) {
     for (int k = 0; k < nsizes; k++)
       for (int r = 0; r < B.world; r++) {
         bench_geom_t g;
-        if (bench_geom_make(&g, coll, sweep[k], O.dtypes[d], B.world, r, O.seed, O.zipf, O.pair))
+        if (bench_geom_make(&g, coll, sweep[k], O.dtypes[d], B.world, r, O.seed, &O.split))
           bench_die("out of memory");
         size_t sb = g.send_elems * g.esize, rb = g.recv_elems * g.esize;
         if (sb > s0)
@@ -588,7 +592,7 @@ static int ideal_run;
 
 static void run_row(size_t bytes, int dtype, int op, row_t *row) {
   bench_geom_t g;
-  if (bench_geom_make(&g, coll, bytes, dtype, B.world, B.rank, O.seed, O.zipf, O.pair))
+  if (bench_geom_make(&g, coll, bytes, dtype, B.world, B.rank, O.seed, &O.split))
     bench_die("out of memory");
   memset(row, 0, sizeof *row);
   row->bytes = g.bytes;
@@ -651,9 +655,9 @@ static void print_header(const char *tool, int datapath) {
                            : (B.cuda ? "cudaMalloc" : "malloc"),
          O.det ? "det" : "nondet", (unsigned long long)O.seed,
          !B.cuda && O.graph ? "  (graph launches ignored: host datapath)" : "");
-  if (bench_colls[coll].vlen && !(O.pair && coll == B_A2AV))
-    printf("  zipf: %g", O.zipf);
-  if (O.pair && coll == B_A2AV)
+  if (bench_colls[coll].vlen && !(O.split.pair && coll == B_A2AV))
+    printf("  zipf: %g  split unit: %zu B", O.split.zipf, O.split.unit);
+  if (O.split.pair && coll == B_A2AV)
     printf("  splits: pair (ranks 0 and 1 send each other the size, other blocks 1 KiB)");
   printf("\n# timing: %s; time = max over ranks, median of %d repeats of %d calls%s\n",
          B.cuda ? (O.graph ? "CUDA graph replay, events" : "CUDA events") : "clock_gettime",
@@ -791,11 +795,11 @@ static void write_json(const char *path, const char *tool, int datapath, long lo
           "\"%s\", \"min_bytes\": %zu, \"max_bytes\": %zu, \"factor\": %g, \"iters\": %d, "
           "\"repeats\": %d, \"warmup\": %d, \"graph\": %d, \"check\": %d, \"check_on\": \"%s\", "
           "\"gen_on\": \"%s\", \"seed\": %llu, "
-          "\"zipf\": %g, \"pair\": %d, \"baseline\": \"%s\", \"nccl_version\": %d, ",
+          "\"zipf\": %g, \"split_unit\": %zu, \"pair\": %d, \"baseline\": \"%s\", \"nccl_version\": %d, ",
           B.world, datapath == PURLIN_DATAPATH_CUDA ? "cuda" : "host",
           O.purlin_mem == 2 ? "reg" : O.purlin_mem ? "purlin" : "malloc", O.det ? "det" : "nondet", O.min_bytes, O.max_bytes,
           O.factor, O.iters, O.repeats, O.warmup, O.graph, O.check, where_names[O.check_on],
-          where_names[O.gen_on], (unsigned long long)O.seed, O.zipf, O.pair,
+          where_names[O.gen_on], (unsigned long long)O.seed, O.split.zipf, O.split.unit, O.split.pair,
           O.baseline_nccl ? "nccl" : "none", O.baseline_nccl ? bench_nccl_version() : 0);
   json_purlin_env(f);
   fprintf(f, "},\n");

@@ -35,7 +35,7 @@ typedef struct {
 } bench_seg_t;
 
 /* The geometry of one call on one rank: a pure function of (collective, size, dtype, world, rank,
- * seed, zipf exponent, pair), so every rank can compute every other rank's. */
+ * seed, splits), so every rank can compute every other rank's. */
 typedef struct {
   int coll, world, rank;
   size_t esize;
@@ -55,10 +55,16 @@ typedef struct {
   double mem_bytes;
 } bench_geom_t;
 
-/* pair (AllToAllV; else ignored): ranks 0 and 1 send each other the size, every other block is
- * 1 KiB, in place of the Zipf matrix (bench.c, --pair) */
+/* The V variants' splits: Zipf exponent, in multiples of unit bytes (a power of two >= 16; the
+ * remainder below it to the heaviest part); pair (AllToAllV only): ranks 0 and 1 send each other
+ * the size and every other block is 1 KiB, in place of the Zipf matrix (bench.c, --pair). */
+typedef struct {
+  double zipf;
+  size_t unit;
+  int pair;
+} bench_split_t;
 int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int world, int rank,
-                    uint64_t seed, double zipf, int pair);
+                    uint64_t seed, const bench_split_t *sp);
 void bench_geom_free(bench_geom_t *g);
 /* mem_bytes of a collective on n ranks whose full array (the size column) is S bytes: AllReduce,
  * the gathers, AllToAll(V): S (each rank writes its S-byte output and reads S of inputs);

@@ -70,11 +70,12 @@ static void split_units(size_t units, int k, const double *w, size_t *out) {
 }
 
 /* counts[r] for AGV/RSV: Zipf weights 1/(k+1)^s over a random permutation of the ranks, in
- * multiples of 16 bytes, summing to `elems` (the remainder below 16 bytes goes to the heaviest). */
-static void zipf_counts(size_t *counts, int n, size_t elems, size_t esize, uint64_t key, double s) {
+ * multiples of ub bytes, summing to `elems` (the remainder below ub bytes goes to the heaviest). */
+static void zipf_counts(size_t *counts, int n, size_t elems, size_t esize, uint64_t key, double s,
+                        size_t ub) {
   int *perm = malloc(sizeof(int) * (size_t)n);
   double *w = malloc(sizeof(double) * (size_t)n);
-  size_t unit = 16 / esize, *u = malloc(sizeof(size_t) * (size_t)n);
+  size_t unit = ub / esize, *u = malloc(sizeof(size_t) * (size_t)n);
   shuffle(perm, n, key);
   for (int k = 0; k < n; k++)
     w[perm[k]] = 1.0 / pow((double)(k + 1), s);
@@ -88,12 +89,13 @@ static void zipf_counts(size_t *counts, int n, size_t elems, size_t esize, uint6
 }
 
 /* AllToAllV: a symmetric matrix m[src*n + dst] (so that in place works: sendcounts == recvcounts),
- * Zipf weights over a random permutation of the n(n+1)/2 unordered pairs, in multiples of 16 bytes,
+ * Zipf weights over a random permutation of the n(n+1)/2 unordered pairs, in multiples of ub bytes,
  * summing to n * elems (elems = the average a rank sends). */
-static void zipf_matrix(size_t *m, int n, size_t elems, size_t esize, uint64_t key, double s) {
+static void zipf_matrix(size_t *m, int n, size_t elems, size_t esize, uint64_t key, double s,
+                        size_t ub) {
   int np = n * (n + 1) / 2, *perm = malloc(sizeof(int) * (size_t)np), hr = 0;
   double *w = malloc(sizeof(double) * (size_t)np), sum = 0, hw = -1;
-  size_t unit = 16 / esize, total = (size_t)n * elems, units = total / unit, given = 0;
+  size_t unit = ub / esize, total = (size_t)n * elems, units = total / unit, given = 0;
   memset(m, 0, sizeof(size_t) * (size_t)n * (size_t)n);
   shuffle(perm, np, key);
   for (int k = 0; k < np; k++)
@@ -137,7 +139,7 @@ static void pair_matrix(size_t *m, int n, size_t elems, size_t esize) {
 }
 
 int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int world, int rank,
-                    uint64_t seed, double zipf, int pair) {
+                    uint64_t seed, const bench_split_t *sp) {
   size_t es = pl_dtype_bytes(dtype), n = (size_t)world, E = bytes / es;
   memset(g, 0, sizeof *g);
   g->coll = coll;
@@ -192,7 +194,7 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     break;
   case B_AGV:
   case B_RSV: {
-    zipf_counts(g->rc, world, E, es, key, zipf);
+    zipf_counts(g->rc, world, E, es, key, sp->zipf, sp->unit);
     prefix(coll == B_AGV ? g->rd : g->sd, g->rc, world);
     size_t *d = coll == B_AGV ? g->rd : g->sd, cmax = 0, cmin = SIZE_MAX;
     for (size_t r = 0; r < n; r++) {
@@ -223,10 +225,10 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     size_t *m = malloc(sizeof(size_t) * n * n), *sdp = malloc(sizeof(size_t) * n);
     if (!m || !sdp)
       return -1;
-    if (pair)
+    if (sp->pair)
       pair_matrix(m, world, E, es);
     else
-      zipf_matrix(m, world, E, es, key, zipf);
+      zipf_matrix(m, world, E, es, key, sp->zipf, sp->unit);
     for (size_t p = 0; p < n; p++) {
       g->sc[p] = m[me * n + p];
       g->rc[p] = m[p * n + me];
@@ -262,7 +264,7 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     return -1;
   }
   g->mem_bytes = bench_mem_bytes(coll, S, world);
-  if (coll == B_A2AV && pair) /* the traffic per rank, on average, of the matrix as it is */
+  if (coll == B_A2AV && sp->pair) /* the traffic per rank, on average, of the matrix as it is */
     g->mem_bytes = pair_total / (double)n;
   return 0;
 }

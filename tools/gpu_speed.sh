@@ -44,6 +44,8 @@
 #   pair: AllToAllV with --pair (ranks 0 and 1 send each other the size, every other block 1 KiB:
 #        ranks 2.. on the lean kernels beside the direct kernel of 0 and 1) against
 #        PURLIN_DIRECT_A2AV=0 (SNAC's kernel on ranks 0 and 1), zero copy, world 8, 64 MiB-1 GiB;
+#   unit: the V collectives with Zipf splits in multiples of 4 KiB (--split-unit 4K: every block
+#        128-byte aligned) beside the default 16 bytes, zero copy, world 8, 64 MiB-1 GiB;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code) beside the default Zipf 0.125, zero copy, world 8, 64 MiB-1 GiB.
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -154,6 +156,11 @@ for p in $PARTS; do
       ARGS="--mem purlin"
     p=dprof1g ;;
   pair) q pair CONFIGS="- DIRECT_A2AV=0" TOOLS=testA2AV B=64M E=1G F=4 ARGS="--mem purlin --pair" ;;
+  unit) q unit CONFIGS="-" TOOLS="testAGV testA2AV testRSV" B=64M E=1G F=4 \
+          ARGS="--mem purlin --split-unit 4K"
+    show unit
+    q unit16 CONFIGS="-" TOOLS="testAGV testA2AV testRSV" B=64M E=1G F=4 ARGS="--mem purlin"
+    p=unit16 ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
            ARGS="--mem purlin --zipf 0" ;;
   *) echo "unknown part $p" >&2; exit 2 ;;

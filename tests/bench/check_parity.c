@@ -15,7 +15,7 @@ static size_t one_case(int coll, int dt, int op, int exact, uint64_t *rng, size_
   bench_geom_t g;
   bench_elem_ctx_t c;
   const uint64_t seed = 7;
-  if (bench_geom_make(&g, coll, 40000, dt, 5, 2, seed, 0.5, 0))
+  if (bench_geom_make(&g, coll, 40000, dt, 5, 2, seed, &(bench_split_t){0.5, 16, 0}))
     bench_die("out of memory");
   unsigned char *out = calloc(g.recv_elems + 1, g.esize);
   if (!out)
