@@ -47,7 +47,7 @@
 #   unit: the V collectives with Zipf splits in multiples of 4 KiB (--split-unit 4K: every block
 #        128-byte aligned) beside the default 16 bytes, zero copy, world 8, 64 MiB-1 GiB;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
-#        the V code) beside the default Zipf 0.125, zero copy, world 8, 64 MiB-1 GiB.
+#        the V code), zero copy, world 8, 64 MiB-1 GiB (their Zipf rows: part unit16, or w8 of ab).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
 # Every size of every run is checked on the GPU. Each part's summary goes to stdout and
 # $OUT/summary.txt as it ends, its logs into $OUT/all.tar (gzipped at the end).
