@@ -72,5 +72,8 @@ for f in "$R"/test*.txt; do
     sed -E "s/.*copy bandwidth ([0-9.]+ GB.s).*barrier ([0-9.]+ us).*/copy \1, barrier \2/;
       s/ \(bench.floor.cu: [^)]*\)//; s|^|$(basename "$f" .txt): |" | cut -c1-400
 done > "$R/floors.txt"
-{ cat "$R/machine.txt"; for row in "${ROWS[@]}"; do echo "$row"; done; cat "$R/times.txt" "$R/floors.txt"; } | tee "$R/summary.txt"
+# PURLIN_PROFILE's direct-kernel lines, the means over every rank (rank 0's alone are above)
+python3 tools/dprof_table.py "$R"/test*.txt > "$R/dprof.txt" 2>&1
+{ cat "$R/machine.txt"; for row in "${ROWS[@]}"; do echo "$row"; done
+  cat "$R/times.txt" "$R/floors.txt" "$R/dprof.txt"; } | tee "$R/summary.txt"
 tar -C "$OUTD" -czf "$OUTD/quick.tar.gz" quick && cp "$R/summary.txt" "$OUTD/summary.txt" && rm -rf "$R"
