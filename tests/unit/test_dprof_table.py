@@ -12,17 +12,12 @@ import random
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import Checks  # noqa: E402
+
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                     "dprof_table.py")
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        print(f"test_dprof_table: FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
+check = Checks("test_dprof_table")
 
 
 def line(r, w, v):
@@ -64,7 +59,7 @@ def main():
         check(rows[1].endswith(f"({lo0:.1f}-{hi0:.1f}, {lo3:.1f}-{hi3:.1f})"),
               f"ranges: {rows[1][-40:]}")
         check(tool.table([os.path.join(d, "testAG.X.w8.txt")]) == [], "a log without lines: none")
-    print(f"test_dprof_table: ok ({checks} checks)")
+    print(f"test_dprof_table: ok ({check.n} checks)")
 
 
 if __name__ == "__main__":

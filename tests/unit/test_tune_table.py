@@ -14,18 +14,13 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import Checks  # noqa: E402
+
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                     "tune_table.py")
 SIZES = (1024, 65536, 1048576, 67108864)
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        print(f"test_tune_table: FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
+check = Checks("test_tune_table")
 
 
 def base_us(tool, nbytes):
@@ -157,7 +152,7 @@ def main():
 
         rc, out, err = run("--min-gain", "0.2", d)
         check(rc == 0 and header_rows(out) == [], "--min-gain 0.2 leaves the table empty")
-    print(f"test_tune_table: ok ({checks} checks)")
+    print(f"test_tune_table: ok ({check.n} checks)")
 
 
 if __name__ == "__main__":
