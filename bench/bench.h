@@ -55,8 +55,8 @@ typedef struct {
   double mem_bytes;
 } bench_geom_t;
 
-/* The V variants' splits: Zipf exponent, in multiples of unit bytes (a power of two >= 16; the
- * remainder below it to the heaviest part); pair (AllToAllV only): ranks 0 and 1 send each other
+/* The V variants' splits: Zipf exponent, in multiples of unit bytes (a power of two >= 16; what
+ * rounding leaves to the heaviest part: bench/README.md); pair (AllToAllV only): ranks 0 and 1 send each other
  * the size and every other block is 1 KiB, in place of the Zipf matrix (bench.c, --pair). */
 typedef struct {
   double zipf;

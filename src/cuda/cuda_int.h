@@ -101,7 +101,9 @@ typedef struct {
   int dunroll;                 /* direct kernel, gathers: 16-byte loads in flight per thread */
   int dredb;                   /* direct kernel, 2-byte reductions: sources loaded together */
   int dstream;                 /* direct kernel, gathers: streaming loads and stores */
-  int dpush;                   /* direct kernel, AllReduce: push when every output is mapped */
+  int dpush;                   /* direct kernel: AllReduce and ReduceScatterV push, AllToAllV
+                                  spreads (only where every rank shares one GPU), where every
+                                  output is mapped; the headers' PL_HDR_NOPUSH decide */
   uint64_t dpiece, dslot, drounds; /* direct kernel: pl_direct_plan */
   uint64_t tv_sig;             /* tiny V kernel (pl_tinyv_args): AllGatherV, ReduceScatterV: the
                                   call's signature in the data flags (0: AllToAllV, plain flags) */
