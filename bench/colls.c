@@ -165,7 +165,7 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
     g->count = E;
     g->bytes = E * es;
   }
-  double S = (double)g->bytes, moved = (double)(n - 1) / (double)n * S, pair_total = 0;
+  double S = (double)g->bytes, moved = (double)(n - 1) / (double)n * S, a2av_mem = 0;
   size_t c = g->scount, me = (size_t)rank;
   switch (coll) {
   case B_AR:
@@ -244,10 +244,10 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
         worst = in;
     }
     g->move_bytes = worst * (double)es;
-    double total = 0; /* the matrix's elements: n S with the Zipf splits */
+    double total = 0; /* the matrix's elements: n S with the Zipf splits, less with --pair */
     for (size_t i = 0; i < n * n; i++)
       total += (double)m[i];
-    pair_total = total * (double)es;
+    a2av_mem = total * (double)es / (double)n; /* the traffic per rank, on average */
     for (size_t r = 0; r < n; r++) {
       /* rank r sends to me from its own displacement for me: the sum of its row before me */
       size_t off = 0;
@@ -263,9 +263,7 @@ int bench_geom_make(bench_geom_t *g, int coll, size_t bytes, int dtype, int worl
   default:
     return -1;
   }
-  g->mem_bytes = bench_mem_bytes(coll, S, world);
-  if (coll == B_A2AV && sp->pair) /* the traffic per rank, on average, of the matrix as it is */
-    g->mem_bytes = pair_total / (double)n;
+  g->mem_bytes = coll == B_A2AV ? a2av_mem : bench_mem_bytes(coll, S, world);
   return 0;
 }
 

@@ -27,12 +27,12 @@ def table(paths):
                 text = f.read()
         except OSError:
             continue
-        ranks = {}
+        ranks, world = {}, 0
         for m in LINE.finditer(text):
             ranks[int(m.group(1))] = [float(x) for x in m.groups()[3:]]
+            world = max(world, int(m.group(2)))
         if not ranks:
             continue
-        world = max(int(m.group(2)) for m in LINE.finditer(text))
         v = list(ranks.values())
         mean = [sum(r[i] for r in v) / len(v) for i in range(len(COLS))]
         lo = [min(r[i] for r in v) for i in range(len(COLS))]
