@@ -80,6 +80,52 @@ PL_HD void pl_direct_rsplit(uint64_t rounds, uint64_t sl, uint64_t b, uint64_t c
   if (*lo > *hi) *lo = *hi;
 }
 
+/* The piece queue (PURLIN_DIRECT_QUEUE; direct.cu, pl_direct_queue): in a round of whole blocks,
+ * a rank's CTAs take its reads one piece at a time from a counter, so that a CTA that the memory
+ * serves faster takes more pieces and the CTAs end together (docs/tuning.md, finding 33). A
+ * b-byte block whose destination lies a bytes past a multiple of the alignment is cut at its
+ * destination's multiples of QB: piece 0 is bytes [0, QB - a), piece k [k QB - a, (k + 1) QB - a),
+ * so that no two CTAs store into one line (a < QB). Its pieces: */
+PL_HD uint64_t pl_direct_qpieces(uint64_t b, uint64_t a, uint64_t QB) {
+  return b ? (b + a + QB - 1) / QB : 0;
+}
+
+/* Piece k's bytes [*lo, *hi) of that block. */
+PL_HD void pl_direct_qrange(uint64_t b, uint64_t a, uint64_t QB, uint64_t k, uint64_t *lo,
+                            uint64_t *hi) {
+  const uint64_t e = (k + 1) * QB - a;
+  *lo = k ? k * QB - a : 0;
+  *hi = e < b ? e : b;
+}
+
+/* Piece i of the queue over n blocks of m[j] pieces each (in the order the rank reads its peers),
+ * level by level: level L holds piece L of every block of more than L pieces, in order, so that
+ * consecutive pieces come from different peers (over NVLink, the reads spread over the links) and
+ * there are sum m[j] in all. Sets the block *j and its piece *k; returns 0 past the last. */
+PL_HD int pl_direct_qpiece(const uint64_t *m, int n, uint64_t i, int *j, uint64_t *k) {
+  uint64_t lvl = 0;
+  for (;;) {
+    uint64_t nx = ~(uint64_t)0, c = 0;
+    for (int q = 0; q < n; q++)
+      if (m[q] > lvl) {
+        c++;
+        if (m[q] < nx) nx = m[q];
+      }
+    if (!c) return 0;
+    if (i < (nx - lvl) * c) { /* levels lvl..nx-1 hold c pieces each */
+      uint64_t t = i % c;
+      *k = lvl + i / c;
+      for (int q = 0; q < n; q++)
+        if (m[q] > lvl && t-- == 0) {
+          *j = q;
+          return 1;
+        }
+    }
+    i -= (nx - lvl) * c;
+    lvl = nx;
+  }
+}
+
 /* The spread over the ranks (direct.cu: ReduceScatterV's pl_direct_spread, AllToAllV's
  * pl_direct_a2av_spread) cuts the concatenation of a grid of blocks in row-major order: block (i, j),
  * i < nrows, j < cols, holds rows[i][off + j] elements; rtot[i] is the sum of row i (so that a cut

@@ -36,6 +36,9 @@
   X(DIRECT_UNROLL, INT, "0", "CUDA direct kernel, gathers: 16-byte loads in flight per thread (4 or 8); 0: table") \
   X(DIRECT_RED_BATCH, INT, "0", "CUDA direct kernel, 2-byte reductions: sources whose loads are in flight together (4: no spills, or 8); 0: table") \
   X(DIRECT_STREAM, INT, "-1", "CUDA direct kernel, gathers: evict-first (streaming) loads and stores (1) or not (0); -1: table") \
+  X(DIRECT_QUEUE, INT, "-1", "CUDA direct kernel, one round of the gathers (no rank stages): the CTAs take pieces of DIRECT_QUEUE_BYTES from a counter (1) or each copies a fixed part of every block (0); -1: table") \
+  X(DIRECT_QUEUE_BYTES, SIZE, "0", "CUDA direct kernel: the piece queue's pieces (a multiple of 4 KiB); 0: table") \
+  X(DIRECT_ALIGN, INT, "0", "CUDA direct kernel, gathers: align each copy's stores to 16 or 128 bytes; 0: table") \
   X(DIRECT_PUSH, INT, "-1", "CUDA direct kernel, AllReduce, ReduceScatterV and AllToAllV on peer-mapped buffers: each rank stores into the peers' outputs (1: AllReduce's shard into every output; ReduceScatterV: a 1/world slice of the shards, whoever owns them; AllToAllV with packed rdispls: a 1/world part of all blocks) or only into its own (0; any rank's 0 turns it off for the call); -1: table") \
   X(DIRECT_A2AV, INT, "-1", "CUDA: an out-of-place AllToAllV with host counts whose blocks are not all packets runs the direct kernel, which exchanges packets with the ranks whose blocks are (1), or SNAC's kernel (0); every rank must agree; -1: table") \
   X(PDL, INT, "1", "CUDA lean kernel: programmatic dependent launch on sm_90+ with one rank per GPU (2: also when ranks share a GPU; 0: off)") \

@@ -70,6 +70,12 @@ typedef struct {
   uint64_t direct_red_batch; /* CUDA direct kernel, 2-byte reductions (bf16, f16): sources whose
                                 loads are in flight together (4 or 8; local) */
   uint64_t direct_stream; /* CUDA direct kernel, gathers: evict-first loads and stores (local) */
+  uint64_t direct_queue; /* CUDA direct kernel, one round of the gathers: the CTAs take pieces of
+                            direct_queue_bytes from a per-rank counter (else each copies a fixed
+                            part of every block; local) */
+  uint64_t direct_queue_bytes; /* its pieces (a multiple of 4 KiB) */
+  uint64_t direct_align; /* CUDA direct kernel, gathers: each copy's stores aligned to 16 or 128
+                            bytes (local) */
   uint64_t direct_push; /* CUDA direct kernel, AllReduce, every output peer-mapped: each rank
                            stores its reduced shard into every output (else every rank reads
                            every peer's reduced shard after a flag exchange); ReduceScatterV,

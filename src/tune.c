@@ -32,6 +32,12 @@ static void pl_tune_set(pl_tune_t *t, int id, int64_t v) {
   case PL_PARAM_DIRECT_RED_BATCH: t->direct_red_batch = v >= 8 ? 8 : 4; break;
   case PL_PARAM_DIRECT_STREAM: t->direct_stream = v != 0; break;
   case PL_PARAM_DIRECT_PUSH: t->direct_push = v != 0; break;
+  case PL_PARAM_DIRECT_QUEUE: t->direct_queue = v != 0; break;
+  case PL_PARAM_DIRECT_QUEUE_BYTES:
+    t->direct_queue_bytes = u < 4096 ? 4096 : u > ((uint64_t)1 << 40) ? (uint64_t)1 << 40
+                                                                      : u / 4096 * 4096;
+    break;
+  case PL_PARAM_DIRECT_ALIGN: t->direct_align = v >= 128 ? 128 : 16; break;
   case PL_PARAM_DIRECT_A2AV: t->direct_a2av = v != 0; break;
   case PL_PARAM_THREADS: /* every call: a multiple of 32 in 32..512 */
     t->threads = t->lat_threads = v < 32 ? 32 : v > 512 ? 512 : u / 32 * 32;
@@ -59,7 +65,8 @@ static const struct {
     {PL_PARAM_DIRECT_CTAS, 1},       {PL_PARAM_DIRECT_CTA_BYTES, 1},
     {PL_PARAM_DIRECT_UNROLL, 1},     {PL_PARAM_DIRECT_STREAM, 0},
     {PL_PARAM_DIRECT_PUSH, 0},       {PL_PARAM_DIRECT_A2AV, 0},
-    {PL_PARAM_DIRECT_RED_BATCH, 1},
+    {PL_PARAM_DIRECT_RED_BATCH, 1},  {PL_PARAM_DIRECT_QUEUE, 0},
+    {PL_PARAM_DIRECT_QUEUE_BYTES, 1}, {PL_PARAM_DIRECT_ALIGN, 1},
     {PL_PARAM_THREADS, 1},           {PL_PARAM_LANES, 1},
 };
 
@@ -111,6 +118,9 @@ void pl_tune_get(purlin_datapath_t datapath, int world, pl_tune_t *t) {
   t->direct_stream = 0;
   t->direct_push = 0;
   t->direct_a2av = 0;
+  t->direct_queue = 0;
+  t->direct_queue_bytes = 256 * 1024;
+  t->direct_align = 16;
   if (datapath == PURLIN_DATAPATH_CUDA) {
     /* H200, ranks under MPS (bench/results/2026-12-03-h200-tuning): per-round synchronisation
      * dominates, so few large rounds win: 8 lanes and 1.8-4 MiB chunks made AllReduce 32 MiB at

@@ -46,6 +46,9 @@
 #        PURLIN_DIRECT_A2AV=0 (SNAC's kernel on ranks 0 and 1), zero copy, world 8, 64 MiB-1 GiB;
 #   unit: the V collectives with Zipf splits in multiples of 4 KiB (--split-unit 4K: every block
 #        128-byte aligned) beside the default 16 bytes, zero copy, world 8, 64 MiB-1 GiB;
+#   queue: the gathers and AllToAll(V) with PURLIN_DIRECT_QUEUE (256 KiB and 128 KiB pieces),
+#        PURLIN_DIRECT_ALIGN=128 and both against the defaults, zero copy, world 8, 64 MiB-1 GiB;
+#        then gpu_test at worlds 8 and 3 with both and with 4 KiB pieces (after a part that built);
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code), zero copy, world 8, 64 MiB-1 GiB (their Zipf rows: part unit16, or w8 of ab).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -161,6 +164,20 @@ for p in $PARTS; do
     show unit
     q unit16 CONFIGS="-" TOOLS="testAGV testA2AV testRSV" B=64M E=1G F=4 ARGS="--mem purlin"
     p=unit16 ;;
+  queue) # the piece queue and the aligned stores (finding 33): the gathers and AllToAll(V) with the
+    # defaults, the queue (256 KiB, 128 KiB pieces), the stores aligned, both (64 MiB-1 GiB, zero
+    # copy, world 8), then gpu_test at worlds 8 and 3 with both and with 4 KiB pieces
+    for t in "testAG testA2A" "testAGV testA2AV"; do
+      n=queue${t// /}
+      q "$n" CONFIGS="- DIRECT_QUEUE=1 DIRECT_QUEUE=1,DIRECT_QUEUE_BYTES=128K DIRECT_ALIGN=128 \
+        DIRECT_QUEUE=1,DIRECT_ALIGN=128" TOOLS="$t" B=64M E=1G F=4 ARGS="--mem purlin"
+      show "$n"
+    done
+    env OUT="$D/qtest" BUILD=/tmp/pl-bnew SKIP_BUILD=1 TEST_ALL=1 WORLDS="8 3" \
+      CONFIGS="DIRECT_QUEUE=1,DIRECT_ALIGN=128 DIRECT_QUEUE=1,DIRECT_QUEUE_BYTES=4K" \
+      TOOLS=testAR B=8K E=8K BW=8 timeout -k 5 300 bash tools/gpu_quick.sh > "$D/qtest.txt" 2>&1
+    rm -f "$D/qtest/summary.txt"
+    p=qtest ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
            ARGS="--mem purlin --zipf 0" ;;
   *) echo "unknown part $p" >&2; exit 2 ;;

@@ -1312,6 +1312,8 @@ extern "C" purlin_status_t pl_cuda_run(struct purlin_comm *comm, const pl_call_t
   args.dunroll = (int)comm->tune.direct_unroll;
   args.dredb = (int)comm->tune.direct_red_batch;
   args.dstream = (int)comm->tune.direct_stream;
+  args.dqueue = comm->tune.direct_queue ? comm->tune.direct_queue_bytes : 0;
+  args.dalign = (uint32_t)comm->tune.direct_align;
   /* AllToAllV's push is its spread (direct.cu, pl_direct_a2av_spread): a rank copies blocks
    * between two other ranks, which on separate GPUs crosses its links twice where the receiver's
    * own read crosses one; so only where every rank shares one GPU's memory (ranks_here: the same

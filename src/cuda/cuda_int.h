@@ -53,6 +53,9 @@ typedef struct {
    * its complement, so that 0 is the empty value), then added to dsum by the call's last CTA */
   uint64_t dcur[7];
   uint64_t dsum[9]; /* ns summed over calls (PL_DPROF_*'s report order), [0]: the calls */
+  /* the direct kernel's piece queue (pl_direct_queue): the next piece of the running call, taken
+   * by every CTA with atomicAdd, zeroed by the call's last CTA */
+  unsigned long long dq;
 } pl_cuda_state_t;
 /* dcur: ~first CTA's entry, ~first data start, last data start, ~first data end, last data end,
  * the CTAs' data times summed, the longest */
@@ -101,6 +104,9 @@ typedef struct {
   int dunroll;                 /* direct kernel, gathers: 16-byte loads in flight per thread */
   int dredb;                   /* direct kernel, 2-byte reductions: sources loaded together */
   int dstream;                 /* direct kernel, gathers: streaming loads and stores */
+  uint64_t dqueue;             /* direct kernel, one round of the gathers: the piece queue's
+                                  pieces (bytes; 0: a fixed part of every block per CTA) */
+  uint32_t dalign;             /* direct kernel, gathers: stores aligned to 16 or 128 bytes */
   int dpush;                   /* direct kernel: AllReduce and ReduceScatterV push, AllToAllV
                                   spreads (only where every rank shares one GPU), where every
                                   output is mapped; the headers' PL_HDR_NOPUSH decide */

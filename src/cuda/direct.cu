@@ -92,6 +92,12 @@ typedef struct {
   unsigned char pkt[PL_MAX_WORLD]; /* AllToAllV: rank s runs another kernel, its blocks all packets
                                      (pl_hdr_a2av_pkts): its blocks and mine for it travel as
                                      packets (pl_direct_pkts), never in the rounds */
+  uint64_t qm[PL_MAX_WORLD];     /* the piece queue (pl_direct_queue): the pieces of the j-th
+                                     peer read, s = r + 1 + j mod world, */
+  uint32_t qa[PL_MAX_WORLD];     /* where its block's destination lies past the alignment, */
+  int qs[2];                     /* the piece the CTA copies (its peer s, -1: none left) and the */
+  uint64_t qlo[2], qhi[2];       /* next one, double-buffered (thread 0 writes one as the CTA
+                                     copies the other) */
   const uint64_t *grow[PL_MAX_WORLD]; /* the spread's grid (direct_plan.h): its rows, */
   uint64_t gtot[PL_MAX_WORLD];        /* their sums */
   const char *sp_src;             /* AllToAllV's spread: the piece this CTA copies next */
@@ -197,15 +203,18 @@ static __device__ __noinline__ void pl_direct_copy_shift(uint4 *d, const uint4 *
   for (; i < n; i += nt) d[i] = pl_direct_shift<Q>(__ldcg(sa + i), __ldcg(sa + i + 1), sh);
 }
 
-/* PRED: PL_DIRECT_PLOOP_ (the gathers), else PL_DIRECT_LOOP_ */
+/* PRED: PL_DIRECT_PLOOP_ (the gathers), else PL_DIRECT_LOOP_; am: the stores' alignment (16, or
+ * 128 for the gathers with PURLIN_DIRECT_ALIGN=128: up to 127 first bytes one per thread, then
+ * every warp's 512-byte store fills 4 whole lines, where a destination 16 bytes past a line's
+ * start spans 5 with a partial sector at each end; the loads are then as misaligned instead) */
 template <int UNR, int CS, int PRED = 0>
-PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes) {
+PL_DEV void pl_direct_copy(char *dst, const char *src, uint64_t bytes, uint32_t am = 16) {
   if (!bytes) return;
   uint64_t tid = threadIdx.x, nt = blockDim.x;
-  uint64_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+  uint64_t head = (am - ((uintptr_t)dst & (am - 1))) & (am - 1);
   if (head > bytes) head = bytes;
   uint64_t body = (bytes - head) / 16;
-  if (tid < head) dst[tid] = (char)__ldcg((const signed char *)src + tid);
+  for (uint64_t t = tid; t < head; t += nt) dst[t] = (char)__ldcg((const signed char *)src + t);
   uint32_t a = (uint32_t)((uintptr_t)(src + head) & 15);
   if (a) { /* dst and src differ modulo 16: aligned loads, funnel shifts, aligned stores */
     uint4 *d = (uint4 *)(dst + head);
@@ -541,19 +550,43 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
   }
   __syncthreads();
   const pl_grid_t g = {sh->grow, sh->gtot, PL_HDR_FIXED, w, w};
-  const uint64_t Q = (uint64_t)w * gridDim.x, q = (uint64_t)r * gridDim.x + blockIdx.x;
+  /* without the queue, CTA c's part is r G + c of world G parts; with it (PURLIN_DIRECT_QUEUE),
+   * the CTAs take parts r NQ + i of world NQ from the counter (NQ: this rank's share in pieces of
+   * about a->dqueue bytes): either way rank r's share is [cut(r, world), cut(r + 1, world)) (the
+   * cut of q T / Q at q = r NQ, Q = world NQ is that of r T / world), so that ranks that take it
+   * differently still cover every block once */
+  uint64_t Q = (uint64_t)w * gridDim.x, q = (uint64_t)r * gridDim.x + blockIdx.x, NQ = 0, nx = 0;
+  unsigned long long *ctr = &a->state->dq;
   uint64_t x0 = 0, x1 = 0, st = 0;
   int i = 0, j = 0;
   if (tid == 0) {
-    x0 = pl_direct_spread_cut(&g, q, Q, v);
-    x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
+    if (a->dqueue) { /* an empty first part: the walk below takes part nx at once */
+      const uint64_t share = pl_direct_spread_cut(&g, (uint64_t)r + 1, (uint64_t)w, v) -
+                             pl_direct_spread_cut(&g, (uint64_t)r, (uint64_t)w, v);
+      NQ = (share * es + a->dqueue - 1) / a->dqueue;
+      Q = (uint64_t)w * (NQ ? NQ : 1);
+      nx = atomicAdd(ctr, 1ull);
+    } else {
+      x0 = pl_direct_spread_cut(&g, q, Q, v);
+      x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
+    }
   }
   for (;;) {
     if (tid == 0) {
       int s, d;
       uint64_t b0, g0, g1;
       sh->sp_bytes = 0;
-      if (pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1)) {
+      int more = pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1);
+      while (!more && nx < NQ) { /* the queue: the next part (and asks for the one after) */
+        q = (uint64_t)r * NQ + nx;
+        nx = atomicAdd(ctr, 1ull);
+        x0 = pl_direct_spread_cut(&g, q, Q, v);
+        x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
+        i = j = 0;
+        st = 0;
+        more = pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1);
+      }
+      if (more) {
         uint64_t sd, rd; /* block (s, d) in s's input and in d's output */
         pl_direct_a2av_at(&g, s, d, &sd, &rd);
         const uint64_t off = (g0 - b0) * es;
@@ -565,7 +598,7 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
     __syncthreads();
     const uint64_t b = sh->sp_bytes;
     if (!b) break;
-    pl_direct_copy<UNR, CS, 1>(sh->sp_dst, sh->sp_src, b);
+    pl_direct_copy<UNR, CS, 1>(sh->sp_dst, sh->sp_src, b, a->dalign);
     __syncthreads(); /* every thread is done with the piece before thread 0 takes the next */
   }
 }
@@ -726,6 +759,51 @@ static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl
   pl_dev_report_x(a, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
+/* Thread 0: piece i of the queue into buffer b of sh (its peer s, -1 past the last, and bytes). */
+PL_DEV void pl_direct_qtake(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r,
+                            uint64_t i, int b) {
+  int j;
+  uint64_t k;
+  sh->qs[b] = -1;
+  if (!pl_direct_qpiece(sh->qm, w, i, &j, &k)) return;
+  const int s = r + 1 + j < w ? r + 1 + j : r + 1 + j - w;
+  pl_direct_qrange(sh->bytes[s], sh->qa[j], a->dqueue, k, &sh->qlo[b], &sh->qhi[b]);
+  sh->qs[b] = s;
+}
+
+/* The gathers' round of whole blocks with the piece queue (PURLIN_DIRECT_QUEUE; direct_plan.h,
+ * pl_direct_qpiece): the CTAs take pieces of a->dqueue bytes of the peers' blocks from this rank's
+ * counter (pl_cuda_state_t.dq, zeroed by the call's last CTA), thread 0 asking for the next one as
+ * the CTA starts a piece (its latency under the copy), one barrier per piece. With parts fixed
+ * per CTA, the CTAs' ends spread over a third of the data time on equal parts (finding 32); from a
+ * counter, the CTAs the memory serves faster take more. Safe with zero copy: "done" (CTA c of
+ * every peer) comes after all of a rank's CTAs, whichever read what. The idea is dynamic
+ * scheduling by an atomic work counter, as in persistent GEMM kernels' tile schedulers (CUTLASS's
+ * stream-K) and NCCL's work FIFO; the code is purlin's. */
+template <int UNR, int CS>
+PL_DEV void pl_direct_queue(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r) {
+  const int tid = threadIdx.x;
+  unsigned long long *ctr = &a->state->dq;
+  if (tid < w) {
+    const int s = r + 1 + tid < w ? r + 1 + tid : r + 1 + tid - w;
+    const int mine = sh->src[s] == sh->dst[s]; /* my own block, in place */
+    sh->qa[tid] = (uint32_t)((uintptr_t)sh->dst[s] & (a->dalign - 1));
+    sh->qm[tid] = mine ? 0 : pl_direct_qpieces(sh->bytes[s], sh->qa[tid], a->dqueue);
+  }
+  __syncthreads();
+  if (tid == 0) pl_direct_qtake(a, sh, w, r, atomicAdd(ctr, 1ull), 0);
+  for (int b = 0;; b ^= 1) {
+    __syncthreads(); /* buffer b is written; every thread is done with buffer b ^ 1 */
+    const int s = sh->qs[b];
+    if (s < 0) break;
+    const uint64_t lo = sh->qlo[b], hi = sh->qhi[b];
+    unsigned long long nx = 0;
+    if (tid == 0) nx = atomicAdd(ctr, 1ull); /* used after the copy */
+    pl_direct_copy<UNR, CS, 1>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo, a->dalign);
+    if (tid == 0) pl_direct_qtake(a, sh, w, r, nx, b ^ 1);
+  }
+}
+
 /* Round k's reads: copies (the gathers), my shard's reduction and (AllReduce, unless it pushes)
  * the copies of every peer's reduced shard. */
 template <int DT, int OP, int UNR, int CS>
@@ -733,11 +811,16 @@ PL_DEV void pl_direct_consume(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w
                               uint64_t k, const pl_wait_t *wd, int push) {
   uint64_t lo, hi;
   if constexpr (DT < 0) {
+    if (a->dqueue && !(sh->kinds & 1u)) { /* one round, no rank stages (a staged part is there
+                                               for the same CTA of a peer only: phase 1) */
+      pl_direct_queue<UNR, CS>(a, sh, w, r);
+      return;
+    }
     for (int j = 0; j < w; j++) { /* CTA c starts at peer r + 1 + c: the peers' reads spread */
       int s = (r + 1 + (int)blockIdx.x + j) % w;
       if (sh->src[s] == sh->dst[s]) continue; /* my own block, in place */
       pl_direct_rpart(sh, sh->bytes[s], &lo, &hi);
-      pl_direct_copy<UNR, CS, 1>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo);
+      pl_direct_copy<UNR, CS, 1>(sh->dst[s] + lo, sh->src[s] + lo, hi - lo, a->dalign);
     }
   } else {
     pl_direct_rpart(sh, sh->red_bytes, &lo, &hi);
@@ -992,6 +1075,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     if (st) pl_direct_report(&args, &sh, hdr, my, st);
     if (gridDim.x == 1) {
       if (args.prof) pl_direct_prof_fold(args.state, 1u, st);
+      args.state->dq = 0;
       *(volatile uint64_t *)&args.state->epoch = epoch + 1;
     } else {
       __threadfence();
@@ -1001,6 +1085,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
           pl_direct_prof_fold(args.state, gridDim.x, st);
         }
         args.state->exit_count = 0;
+        args.state->dq = 0; /* every CTA is done with the piece queue */
         *(volatile uint64_t *)&args.state->epoch = epoch + 1;
       }
     }
