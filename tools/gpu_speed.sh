@@ -49,6 +49,9 @@
 #   queue: the gathers and AllToAll(V) with PURLIN_DIRECT_QUEUE (256 KiB and 128 KiB pieces),
 #        PURLIN_DIRECT_ALIGN=128 and both against the defaults, zero copy, world 8, 64 MiB-1 GiB;
 #        then gpu_test at worlds 8 and 3 with both and with 4 KiB pieces (after a part that built);
+#   qab: the defaults against PURLIN_DIRECT_QUEUE=0,PURLIN_DIRECT_ALIGN=16 (finding 33's change),
+#        every tool, zero copy, 64 MiB-1 GiB, worlds 8, 4, 2;
+#   qsz: the queue's pieces, 64 KiB-512 KiB, AllGatherV and AllToAllV, zero copy, world 8;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code), zero copy, world 8, 64 MiB-1 GiB (their Zipf rows: part unit16, or w8 of ab).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -178,6 +181,18 @@ for p in $PARTS; do
       TOOLS=testAR B=8K E=8K BW=8 timeout -k 5 300 bash tools/gpu_quick.sh > "$D/qtest.txt" 2>&1
     rm -f "$D/qtest/summary.txt"
     p=qtest ;;
+  qab) # the defaults (the queue of 128 KiB pieces, stores aligned to 128 bytes) against both off,
+    # every tool, zero copy, 64 MiB-1 GiB, worlds 8, 4, 2
+    for w in 8 4 2; do
+      q qab$w CONFIGS="- DIRECT_QUEUE=0,DIRECT_ALIGN=16" TOOLS="$ALL" B=64M E=1G F=4 \
+        ARGS="--mem purlin" BW=$w
+      [ $w = 2 ] || show qab$w
+    done
+    p=qab2 ;;
+  qsz) # the queue's pieces: AllGatherV and AllToAllV (its spread: parts of twice the pieces) at
+    # 64 KiB, 128 KiB (the default), 256 KiB and 512 KiB, zero copy, world 8, 64 MiB-1 GiB
+    q qsz CONFIGS="DIRECT_QUEUE_BYTES=64K - DIRECT_QUEUE_BYTES=256K DIRECT_QUEUE_BYTES=512K" \
+      TOOLS="testAGV testA2AV" B=64M E=1G F=4 ARGS="--mem purlin" ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
            ARGS="--mem purlin --zipf 0" ;;
   *) echo "unknown part $p" >&2; exit 2 ;;

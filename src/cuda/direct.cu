@@ -551,8 +551,9 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
   __syncthreads();
   const pl_grid_t g = {sh->grow, sh->gtot, PL_HDR_FIXED, w, w};
   /* without the queue, CTA c's part is r G + c of world G parts; with it (PURLIN_DIRECT_QUEUE),
-   * the CTAs take parts r NQ + i of world NQ from the counter (NQ: this rank's share in pieces of
-   * about a->dqueue bytes): either way rank r's share is [cut(r, world), cut(r + 1, world)) (the
+   * the CTAs take parts r NQ + i of world NQ from the counter (NQ: this rank's share in parts of
+   * about twice a->dqueue bytes: thread 0 walks each part's cuts while the CTA waits, so parts as
+   * small as the gathers' pieces measured slower, finding 33): either way rank r's share is [cut(r, world), cut(r + 1, world)) (the
    * cut of q T / Q at q = r NQ, Q = world NQ is that of r T / world), so that ranks that take it
    * differently still cover every block once */
   uint64_t Q = (uint64_t)w * gridDim.x, q = (uint64_t)r * gridDim.x + blockIdx.x, NQ = 0, nx = 0;
@@ -563,7 +564,7 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
     if (a->dqueue) { /* an empty first part: the walk below takes part nx at once */
       const uint64_t share = pl_direct_spread_cut(&g, (uint64_t)r + 1, (uint64_t)w, v) -
                              pl_direct_spread_cut(&g, (uint64_t)r, (uint64_t)w, v);
-      NQ = (share * es + a->dqueue - 1) / a->dqueue;
+      NQ = (share * es + 2 * a->dqueue - 1) / (2 * a->dqueue);
       Q = (uint64_t)w * (NQ ? NQ : 1);
       nx = atomicAdd(ctr, 1ull);
     } else {

@@ -350,7 +350,7 @@ static void spread_cover(int w, uint64_t es, uint64_t g) {
  * (rank, CTA), every element of every rank's output (packed: its recvcounts' prefix sums) is
  * written exactly once, from the block element that belongs there; every piece starts a multiple
  * of 16 bytes into its block. */
-static void a2av_spread_cover(int w, uint64_t es, uint64_t G) {
+static void a2av_spread_cover(int w, uint64_t es, uint64_t G, int queue) {
   const uint64_t hw = pl_hdr_words(w), v = 16 / es;
   uint64_t *h = calloc((size_t)(w * hw), sizeof *h), tot[PL_MAX_WORLD], out[PL_MAX_WORLD];
   const uint64_t *rows[PL_MAX_WORLD];
@@ -386,9 +386,12 @@ static void a2av_spread_cover(int w, uint64_t es, uint64_t G) {
   unsigned char *hit = calloc(T + 1, 1), *ohit = calloc(obase[w] + 1, 1);
   uint64_t *osrc = calloc(obase[w] + 1, sizeof *osrc);
   if (!hit || !ohit || !osrc) goto done;
-  for (int r = 0; r < w; r++)
-    for (uint64_t c = 0; c < G; c++) {
-      const uint64_t q = (uint64_t)r * G + c, Q = (uint64_t)w * G;
+  for (int r = 0; r < w; r++) {
+    /* with the piece queue (queue: some ranks, at random), rank r's CTAs take parts r NQ + i of
+     * world NQ instead, NQ its own: every rank's share is still cut(r, world)..cut(r + 1, world) */
+    const uint64_t NQ = queue && rnd(2) ? 1 + rnd(20) : 0, np = NQ ? NQ : G;
+    for (uint64_t c = 0; c < np; c++) {
+      const uint64_t q = (uint64_t)r * np + c, Q = (uint64_t)w * np;
       const uint64_t x0 = pl_direct_spread_cut(&g, q, Q, v), x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
       uint64_t st = 0, b0, g0, g1;
       int i = 0, j = 0, s, d;
@@ -408,6 +411,7 @@ static void a2av_spread_cover(int w, uint64_t es, uint64_t G) {
         }
       }
     }
+  }
   for (uint64_t e = 0; e < T; e++)
     EXPECT(hit[e] == 1, "a2av spread: element %llu of %llu copied %d times (world %d, %llu CTAs)",
            (unsigned long long)e, (unsigned long long)T, hit[e], w, (unsigned long long)G);
@@ -430,6 +434,68 @@ done:
   free(h);
 }
 
+/* The piece queue (pl_direct_qpieces, pl_direct_qrange, pl_direct_qpiece): n blocks of random
+ * bytes (some empty), destinations a bytes past the alignment, QB-byte pieces. Every byte of every
+ * block is in exactly one piece; every cut but a block's start is at a multiple of QB of its
+ * destination; the pieces come level by level, and two consecutive pieces of one block only where
+ * no other block has a piece at that level; past the last piece, none. */
+static void queue_cover(int n, uint64_t QB, uint32_t am) {
+  uint64_t b[PL_MAX_WORLD], a[PL_MAX_WORLD], m[PL_MAX_WORLD], tot = 0, N = 0;
+  unsigned char *hit[PL_MAX_WORLD];
+  for (int j = 0; j < n; j++) {
+    b[j] = rnd(4) == 0 ? 0 : rnd(2) ? 1 + rnd(3 * QB) : 1 + rnd(40 * QB);
+    a[j] = rnd(am);
+    m[j] = pl_direct_qpieces(b[j], a[j], QB);
+    hit[j] = calloc(b[j] + 1, 1);
+    tot += b[j];
+    N += m[j];
+  }
+  uint64_t seen = 0, lastk = 0;
+  int lastj = -1;
+  for (uint64_t i = 0; i < N; i++) {
+    int j = -1;
+    uint64_t k = 0, lo, hi;
+    EXPECT(pl_direct_qpiece(m, n, i, &j, &k), "queue: piece %llu of %llu missing",
+           (unsigned long long)i, (unsigned long long)N);
+    if (j < 0 || j >= n || k >= m[j]) {
+      EXPECT(0, "queue: piece %llu is block %d's %llu", (unsigned long long)i, j,
+             (unsigned long long)k);
+      continue;
+    }
+    pl_direct_qrange(b[j], a[j], QB, k, &lo, &hi);
+    EXPECT(lo < hi && hi <= b[j], "queue: block %d piece %llu is [%llu, %llu) of %llu", j,
+           (unsigned long long)k, (unsigned long long)lo, (unsigned long long)hi,
+           (unsigned long long)b[j]);
+    EXPECT(lo == 0 || (lo + a[j]) % QB == 0, "queue: cut at %llu, destination %llu past the line",
+           (unsigned long long)lo, (unsigned long long)a[j]);
+    EXPECT(i == 0 || k >= lastk, "queue: piece %llu goes back a level", (unsigned long long)i);
+    if (i && j == lastj) {
+      int others = 0;
+      for (int q = 0; q < n; q++) others += q != j && m[q] > k;
+      EXPECT(!others, "queue: pieces %llu, %llu both of block %d", (unsigned long long)i - 1,
+             (unsigned long long)i, j);
+    }
+    for (uint64_t x = lo; x < hi && hi <= b[j]; x++) hit[j][x]++;
+    seen += hi > lo ? hi - lo : 0;
+    lastj = j;
+    lastk = k;
+  }
+  int j;
+  uint64_t k;
+  EXPECT(!pl_direct_qpiece(m, n, N, &j, &k) && !pl_direct_qpiece(m, n, N + rnd(100), &j, &k),
+         "queue: a piece past the last");
+  EXPECT(seen == tot, "queue: %llu bytes in pieces, %llu in blocks", (unsigned long long)seen,
+         (unsigned long long)tot);
+  for (int q = 0; q < n; q++) {
+    for (uint64_t x = 0; x < b[q]; x++)
+      if (hit[q][x] != 1) {
+        EXPECT(0, "queue: block %d byte %llu in %d pieces", q, (unsigned long long)x, hit[q][x]);
+        break;
+      }
+    free(hit[q]);
+  }
+}
+
 int main(void) {
   const int worlds[] = {2, 3, 4, 5, 8};
   const int grids[] = {1, 3, 7, 64};
@@ -448,7 +514,10 @@ int main(void) {
   for (int t = 0; t < 3000; t++)
     spread_cover(1 + (int)rnd(t < 2000 ? 8 : PL_MAX_WORLD), (uint64_t)1 << rnd(4), 1 + rnd(70));
   for (int t = 0; t < 400; t++)
-    a2av_spread_cover(1 + (int)rnd(t < 300 ? 8 : 24), (uint64_t)1 << rnd(4), 1 + rnd(t < 300 ? 70 : 8));
+    a2av_spread_cover(1 + (int)rnd(t < 300 ? 8 : 24), (uint64_t)1 << rnd(4),
+                      1 + rnd(t < 300 ? 70 : 8), t & 1);
+  for (int t = 0; t < 3000; t++)
+    queue_cover(1 + (int)rnd(PL_MAX_WORLD), 4096 * (1 + rnd(4)), rnd(2) ? 128 : 16);
   printf("test_direct: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks, pl_failures);
   return pl_failures != 0;
 }

@@ -73,7 +73,8 @@ static void test_shards(void) {
 }
 
 static void test_plan(void) {
-  pl_tune_t t = {16384, 16384, 65536, 65536, 1 << 20, 1, 4 << 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  pl_tune_t t = {16384, 16384, 65536, 65536, 1 << 20, 1, 4 << 20, 0, 0, 0, 0, 0, 0, 0, 0,
+                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int w = 1; w <= PL_MAX_WORLD; w++)
     for (uint64_t half = (uint64_t)(w + 1) * 128; half < (64u << 20); half *= 3) {
       pl_ws_geom_t g = {4096, 65536, half, 4096, 0, 0};

@@ -57,6 +57,25 @@ int main(void) {
          (unsigned long long)e8.direct_ctas);
   unsetenv("PURLIN_DIRECT_CTAS");
   unsetenv("PURLIN_DIRECT_STREAM");
+  /* the piece queue and the stores' alignment: on by default (finding 33), and their clamps */
+  EXPECT(e8.direct_queue == 1 && e8.direct_queue_bytes == 128 * 1024 && e8.direct_align == 128,
+         "world 8: queue %llu of %llu bytes, align %llu", (unsigned long long)e8.direct_queue,
+         (unsigned long long)e8.direct_queue_bytes, (unsigned long long)e8.direct_align);
+  setenv("PURLIN_DIRECT_QUEUE", "0", 1);
+  setenv("PURLIN_DIRECT_QUEUE_BYTES", "100000", 1);
+  setenv("PURLIN_DIRECT_ALIGN", "64", 1);
+  get(PURLIN_DATAPATH_CUDA, 8, &e8);
+  EXPECT(e8.direct_queue == 0 && e8.direct_queue_bytes == 98304 && e8.direct_align == 16,
+         "PURLIN_DIRECT_QUEUE=0, _BYTES=100000, ALIGN=64: queue %llu of %llu, align %llu",
+         (unsigned long long)e8.direct_queue, (unsigned long long)e8.direct_queue_bytes,
+         (unsigned long long)e8.direct_align);
+  setenv("PURLIN_DIRECT_QUEUE_BYTES", "1000", 1);
+  get(PURLIN_DATAPATH_CUDA, 8, &e8);
+  EXPECT(e8.direct_queue_bytes == 4096, "PURLIN_DIRECT_QUEUE_BYTES=1000: %llu, want 4096",
+         (unsigned long long)e8.direct_queue_bytes);
+  unsetenv("PURLIN_DIRECT_QUEUE");
+  unsetenv("PURLIN_DIRECT_QUEUE_BYTES");
+  unsetenv("PURLIN_DIRECT_ALIGN");
   printf("test_tune: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks,
          pl_failures);
   return pl_failures != 0;
