@@ -52,6 +52,7 @@
 #   qab: the defaults against PURLIN_DIRECT_QUEUE=0,PURLIN_DIRECT_ALIGN=16 (finding 33's change),
 #        every tool, zero copy, 64 MiB-1 GiB, worlds 8, 4, 2;
 #   qsz: the queue's pieces, 64 KiB-512 KiB, AllGatherV and AllToAllV, zero copy, world 8;
+#   qtests: gpu_test at worlds 8 and 3 and the faults with the defaults (after a part that built);
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code), zero copy, world 8, 64 MiB-1 GiB (their Zipf rows: part unit16, or w8 of ab).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -124,6 +125,11 @@ for p in $PARTS; do
       timeout -k 5 480 \
       bash tools/gpu_quick.sh > "$D/tests.txt" 2>&1
     rm -f "$D/tests/summary.txt" ;;
+  qtests) # gpu_test at worlds 8 and 3 and the mismatch and kill faults, the defaults only
+    env OUT="$D/qtests" BUILD=/tmp/pl-bnew SKIP_BUILD=1 WORLDS="8 3" FAULTS="mismatch kill-small" \
+      CONFIGS=- TOOLS=testAR B=8K E=8K BW=8 timeout -k 5 240 bash tools/gpu_quick.sh \
+      > "$D/qtests.txt" 2>&1
+    rm -f "$D/qtests/summary.txt" ;;
   build) # the build alone (a fresh machine, before parts that skip it), one 8 KiB AllReduce row
     env OUT="$D/build" BUILD=/tmp/pl-bnew WORLDS=" " TOOLS=testAR B=8K E=8K BUILD_TOOLS="$ALL" \
       BW=8 timeout -k 5 300 bash tools/gpu_quick.sh > "$D/build.txt" 2>&1
