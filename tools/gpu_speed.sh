@@ -53,6 +53,8 @@
 #        every tool, zero copy, 64 MiB-1 GiB, worlds 8, 4, 2;
 #   qsz: the queue's pieces, 64 KiB-512 KiB, AllGatherV and AllToAllV, zero copy, world 8;
 #   qtests: gpu_test at worlds 8 and 3 and the faults with the defaults (after a part that built);
+#   a2ax: AllToAll(V) with 8 and 12 CTAs, 4 loads in flight, streaming, against the defaults,
+#        zero copy, world 8, 64 MiB-1 GiB;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code), zero copy, world 8, 64 MiB-1 GiB (their Zipf rows: part unit16, or w8 of ab).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -199,6 +201,9 @@ for p in $PARTS; do
     # 64 KiB, 128 KiB (the default), 256 KiB and 512 KiB, zero copy, world 8, 64 MiB-1 GiB
     q qsz CONFIGS="DIRECT_QUEUE_BYTES=64K - DIRECT_QUEUE_BYTES=256K DIRECT_QUEUE_BYTES=512K" \
       TOOLS="testAGV testA2AV" B=64M E=1G F=4 ARGS="--mem purlin" ;;
+  a2ax) # AllToAll(V) with the queue: fewer CTAs, 4 loads in flight, streaming (tuning.md Next 1)
+    q a2ax CONFIGS="- DIRECT_CTAS=8 DIRECT_CTAS=12 DIRECT_UNROLL=4 DIRECT_STREAM=1" \
+      TOOLS="testA2A testA2AV" B=64M E=1G F=4 ARGS="--mem purlin" ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
            ARGS="--mem purlin --zipf 0" ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
