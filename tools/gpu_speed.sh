@@ -191,12 +191,13 @@ for p in $PARTS; do
     p=qtest ;;
   qab) # the defaults (the queue of 128 KiB pieces, stores aligned to 128 bytes) against both off,
     # every tool, zero copy, 64 MiB-1 GiB, worlds 8, 4, 2
-    for w in 8 4 2; do
+    p=
+    for w in ${QAB_WORLDS:-8 4 2}; do # (QAB_WORLDS=8: world 8 only)
+      [ -z "$p" ] || show "$p"
       q qab$w CONFIGS="- DIRECT_QUEUE=0,DIRECT_ALIGN=16" TOOLS="$ALL" B=64M E=1G F=4 \
         ARGS="--mem purlin" BW=$w
-      [ $w = 2 ] || show qab$w
-    done
-    p=qab2 ;;
+      p=qab$w
+    done ;;
   qsz) # the queue's pieces: AllGatherV and AllToAllV (its spread: parts of twice the pieces) at
     # 64 KiB, 128 KiB (the default), 256 KiB and 512 KiB, zero copy, world 8, 64 MiB-1 GiB
     q qsz CONFIGS="DIRECT_QUEUE_BYTES=64K - DIRECT_QUEUE_BYTES=256K DIRECT_QUEUE_BYTES=512K" \
