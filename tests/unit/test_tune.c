@@ -14,6 +14,13 @@ static void get(purlin_datapath_t dp, int world, pl_tune_t *t) {
   pl_tune_get(dp, world, t);
 }
 
+/* The CUDA knobs at a world with the n environment settings kv (name, value), then without them. */
+static void get_env(int world, pl_tune_t *t, const char *kv[][2], int n) {
+  for (int i = 0; i < n; i++) setenv(kv[i][0], kv[i][1], 1);
+  get(PURLIN_DATAPATH_CUDA, world, t);
+  for (int i = 0; i < n; i++) unsetenv(kv[i][0]);
+}
+
 int main(void) {
   pl_tune_t t8, t4, t3, t2, h8, e8;
   get(PURLIN_DATAPATH_CUDA, 2, &t2); /* no rows: the rules */
@@ -44,38 +51,31 @@ int main(void) {
   EXPECT(h8.direct_ctas == 0 && h8.lanes == 1, "host datapath: CUDA rows applied (direct_ctas %llu "
          "lanes %llu)", (unsigned long long)h8.direct_ctas, (unsigned long long)h8.lanes);
   /* the environment wins over a row, and a value of "the table" leaves the row */
-  setenv("PURLIN_DIRECT_CTAS", "16", 1);
-  setenv("PURLIN_DIRECT_STREAM", "-1", 1);
-  get(PURLIN_DATAPATH_CUDA, 8, &e8);
+  const char *ctas[][2] = {{"PURLIN_DIRECT_CTAS", "16"}, {"PURLIN_DIRECT_STREAM", "-1"}};
+  get_env(8, &e8, ctas, 2);
   EXPECT(e8.direct_ctas == 16 && e8.lanes == 4 && e8.direct_stream == 0,
          "world 8, PURLIN_DIRECT_CTAS=16: direct_ctas %llu lanes %llu stream %llu",
          (unsigned long long)e8.direct_ctas, (unsigned long long)e8.lanes,
          (unsigned long long)e8.direct_stream);
-  setenv("PURLIN_DIRECT_CTAS", "0", 1); /* 0: the table */
-  get(PURLIN_DATAPATH_CUDA, 8, &e8);
+  const char *table[][2] = {{"PURLIN_DIRECT_CTAS", "0"}}; /* 0: the table */
+  get_env(8, &e8, table, 1);
   EXPECT(e8.direct_ctas == 32, "world 8, PURLIN_DIRECT_CTAS=0: %llu, want the row's 32",
          (unsigned long long)e8.direct_ctas);
-  unsetenv("PURLIN_DIRECT_CTAS");
-  unsetenv("PURLIN_DIRECT_STREAM");
   /* the piece queue and the stores' alignment: on by default (finding 33), and their clamps */
   EXPECT(e8.direct_queue == 1 && e8.direct_queue_bytes == 128 * 1024 && e8.direct_align == 128,
          "world 8: queue %llu of %llu bytes, align %llu", (unsigned long long)e8.direct_queue,
          (unsigned long long)e8.direct_queue_bytes, (unsigned long long)e8.direct_align);
-  setenv("PURLIN_DIRECT_QUEUE", "0", 1);
-  setenv("PURLIN_DIRECT_QUEUE_BYTES", "100000", 1);
-  setenv("PURLIN_DIRECT_ALIGN", "64", 1);
-  get(PURLIN_DATAPATH_CUDA, 8, &e8);
+  const char *queue[][2] = {{"PURLIN_DIRECT_QUEUE", "0"}, {"PURLIN_DIRECT_QUEUE_BYTES", "100000"},
+                            {"PURLIN_DIRECT_ALIGN", "64"}};
+  get_env(8, &e8, queue, 3);
   EXPECT(e8.direct_queue == 0 && e8.direct_queue_bytes == 98304 && e8.direct_align == 16,
          "PURLIN_DIRECT_QUEUE=0, _BYTES=100000, ALIGN=64: queue %llu of %llu, align %llu",
          (unsigned long long)e8.direct_queue, (unsigned long long)e8.direct_queue_bytes,
          (unsigned long long)e8.direct_align);
-  setenv("PURLIN_DIRECT_QUEUE_BYTES", "1000", 1);
-  get(PURLIN_DATAPATH_CUDA, 8, &e8);
+  const char *small[][2] = {{"PURLIN_DIRECT_QUEUE_BYTES", "1000"}};
+  get_env(8, &e8, small, 1);
   EXPECT(e8.direct_queue_bytes == 4096, "PURLIN_DIRECT_QUEUE_BYTES=1000: %llu, want 4096",
          (unsigned long long)e8.direct_queue_bytes);
-  unsetenv("PURLIN_DIRECT_QUEUE");
-  unsetenv("PURLIN_DIRECT_QUEUE_BYTES");
-  unsetenv("PURLIN_DIRECT_ALIGN");
   printf("test_tune: %s (%lld checks, %lld failures)\n", pl_failures ? "FAIL" : "ok", pl_checks,
          pl_failures);
   return pl_failures != 0;
