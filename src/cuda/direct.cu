@@ -553,9 +553,9 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
   /* without the queue, CTA c's part is r G + c of world G parts; with it (PURLIN_DIRECT_QUEUE),
    * the CTAs take parts r NQ + i of world NQ from the counter (NQ: this rank's share in parts of
    * about twice a->dqueue bytes: thread 0 walks each part's cuts while the CTA waits, so parts as
-   * small as the gathers' pieces measured slower, finding 33): either way rank r's share is [cut(r, world), cut(r + 1, world)) (the
-   * cut of q T / Q at q = r NQ, Q = world NQ is that of r T / world), so that ranks that take it
-   * differently still cover every block once */
+   * small as the gathers' pieces measured slower, finding 33). Either way rank r's share is
+   * [cut(r, world), cut(r + 1, world)) (the cut of q T / Q at q = r NQ, Q = world NQ is that of
+   * r T / world), so that ranks that take it differently still cover every block once */
   uint64_t Q = (uint64_t)w * gridDim.x, q = (uint64_t)r * gridDim.x + blockIdx.x, NQ = 0, nx = 0;
   unsigned long long *ctr = &a->state->dq;
   uint64_t x0 = 0, x1 = 0, st = 0;
