@@ -87,7 +87,7 @@ PL_HD void pl_direct_rsplit(uint64_t rounds, uint64_t sl, uint64_t b, uint64_t c
  * destination's multiples of QB: piece 0 is bytes [0, QB - a), piece k [k QB - a, (k + 1) QB - a),
  * so that no two CTAs store into one line (a < QB). Its pieces: */
 PL_HD uint64_t pl_direct_qpieces(uint64_t b, uint64_t a, uint64_t QB) {
-  return b ? (b + a + QB - 1) / QB : 0;
+  return b ? pl_direct_rounds(b + a, QB) : 0;
 }
 
 /* Piece k's bytes [*lo, *hi) of that block. */

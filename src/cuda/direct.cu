@@ -760,6 +760,11 @@ static __device__ __noinline__ void pl_direct_report(const pl_cuda_args_t *a, pl
   pl_dev_report_x(a, &sh->x, sh->err_peer, sh->err_what, st);
 }
 
+/* The j-th peer this rank reads in the queue's order: r + 1 + j mod world. */
+PL_DEV int pl_direct_qpeer(int w, int r, int j) {
+  return r + 1 + j < w ? r + 1 + j : r + 1 + j - w;
+}
+
 /* Thread 0: piece i of the queue into buffer b of sh (its peer s, -1 past the last, and bytes). */
 PL_DEV void pl_direct_qtake(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, int r,
                             uint64_t i, int b) {
@@ -767,7 +772,7 @@ PL_DEV void pl_direct_qtake(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   uint64_t k;
   sh->qs[b] = -1;
   if (!pl_direct_qpiece(sh->qm, w, i, &j, &k)) return;
-  const int s = r + 1 + j < w ? r + 1 + j : r + 1 + j - w;
+  const int s = pl_direct_qpeer(w, r, j);
   pl_direct_qrange(sh->bytes[s], sh->qa[j], a->dqueue, k, &sh->qlo[b], &sh->qhi[b]);
   sh->qs[b] = s;
 }
@@ -786,7 +791,7 @@ PL_DEV void pl_direct_queue(const pl_cuda_args_t *a, pl_direct_sh_t *sh, int w, 
   const int tid = threadIdx.x;
   unsigned long long *ctr = &a->state->dq;
   if (tid < w) {
-    const int s = r + 1 + tid < w ? r + 1 + tid : r + 1 + tid - w;
+    const int s = pl_direct_qpeer(w, r, tid);
     const int mine = sh->src[s] == sh->dst[s]; /* my own block, in place */
     sh->qa[tid] = (uint32_t)((uintptr_t)sh->dst[s] & (a->dalign - 1));
     sh->qm[tid] = mine ? 0 : pl_direct_qpieces(sh->bytes[s], sh->qa[tid], a->dqueue);
