@@ -129,8 +129,9 @@ PL_HD int pl_direct_qpiece(const uint64_t *m, int n, uint64_t i, int *j, uint64_
 /* The spread over the ranks (direct.cu: ReduceScatterV's pl_direct_spread, AllToAllV's
  * pl_direct_a2av_spread) cuts the concatenation of a grid of blocks in row-major order: block (i, j),
  * i < nrows, j < cols, holds rows[i][off + j] elements; rtot[i] is the sum of row i (so that a cut
- * skips whole rows). ReduceScatterV: one row, the recvcounts (shard j); AllToAllV: row s is rank
- * s's sendcounts (its header), block (s, d) what s sends d. */
+ * skips whole rows). ReduceScatterV: one row, the recvcounts (shard j). AllToAllV cuts its flat
+ * grid (below) the same way; the unit test checks it against this one of header rows (row s: rank
+ * s's sendcounts, block (s, d) what s sends d). */
 typedef struct {
   const uint64_t *const *rows;
   const uint64_t *rtot;
@@ -177,44 +178,69 @@ PL_HD int pl_direct_spread_piece(uint64_t a0, uint64_t a1, uint64_t st, uint64_t
   return *g1 > *g0;
 }
 
-/* AllToAllV's spread over a grid of header rows (rows[s][off + d]: what rank s sends rank d; its
- * sdispls follow, at off + cols + d): block (s, d)'s first element in rank s's input (*src: s's
- * sdispls[d]) and in rank d's output (*dst: what ranks before s send d, which is d's rdispls[s]
- * when they are packed and the pairwise counts agree). */
-PL_HD void pl_direct_a2av_at(const pl_grid_t *g, int s, int d, uint64_t *src, uint64_t *dst) {
-  uint64_t rd = 0;
-  for (int p = 0; p < s; p++) rd += g->rows[p][g->off + (uint64_t)d];
-  *src = g->rows[s][g->off + (uint64_t)g->cols + (uint64_t)d];
-  *dst = rd;
+/* AllToAllV's spread on a flat grid (direct.cu, pl_direct_a2av_spread), worlds up to
+ * PL_DIRECT_FLAT: block b = s world + d (what rank s sends rank d, row-major) starts at element
+ * st[b] of the concatenation (st[world^2] = T), at sd[b] of rank s's input (its sdispls[d]) and at
+ * rd[b] of rank d's output (what ranks before s send d). In shared memory, so that a cut is a
+ * binary search and a piece a few reads, where the grid's walk read the headers (finding 34). */
+#define PL_DIRECT_FLAT 16
+
+/* The tables from the counts (st[b] = block b's count, rd unset on entry), in two steps of
+ * threads t < 2 world (step 0) and s < world (step 1), a barrier between: step 0, t < world: row
+ * t's total into tot[t]; t >= world: column d = t - world's exclusive prefix into rd. Step 1: row
+ * s's exclusive prefix in place, from the rows before it; the last row writes st[world^2] = T. */
+PL_HD void pl_flat_step(uint64_t *st, uint64_t *rd, uint64_t *tot, int w, int step, int t) {
+  uint64_t acc = 0;
+  if (step == 0 && t < w) {
+    for (int d = 0; d < w; d++) acc += st[t * w + d];
+    tot[t] = acc;
+  } else if (step == 0) {
+    for (int s = 0, d = t - w; s < w; s++) {
+      rd[s * w + d] = acc;
+      acc += st[s * w + d];
+    }
+  } else {
+    for (int s = 0; s < t; s++) acc += tot[s];
+    for (int d = 0; d < w; d++) {
+      const uint64_t n = st[t * w + d];
+      st[t * w + d] = acc;
+      acc += n;
+    }
+    if (t == w - 1) st[w * w] = acc;
+  }
 }
 
-/* The walk over the pieces of the part [x0, x1) of a grid's concatenation: from the cursor (*i,
- * *j: the next block; *st: its first element; all 0 at the start), the next block that the part
- * holds some of, its (*bi, *bj), its piece [*g0, *g1) of the concatenation and *b0, the block's
- * own first element there; whole rows before x0 are skipped by their totals. Returns 0 when no
- * piece is left. */
-PL_HD int pl_direct_spread_next(const pl_grid_t *g, uint64_t x0, uint64_t x1, int *i, int *j,
-                                uint64_t *st, int *bi, int *bj, uint64_t *b0, uint64_t *g0,
-                                uint64_t *g1) {
-  while (*i < g->nrows && *st < x1) {
-    if (*j == 0 && *st + g->rtot[*i] <= x0) { /* the whole row is before the part */
-      *st += g->rtot[(*i)++];
-      continue;
-    }
-    const uint64_t n = g->rows[*i][g->off + (uint64_t)*j], s0 = *st;
-    *bi = *i;
-    *bj = *j;
-    *st += n;
-    if (++*j == g->cols) {
-      *j = 0;
-      ++*i;
-    }
-    if (pl_direct_spread_piece(x0, x1, s0, n, g0, g1)) {
-      *b0 = s0;
-      return 1;
-    }
+/* The block that holds element x < st[nb] of the concatenation: the last with st[b] <= x (it is
+ * not empty: the next starts past x). */
+PL_HD int pl_flat_block(const uint64_t *st, int nb, uint64_t x) {
+  int lo = 0, hi = nb - 1;
+  while (lo < hi) {
+    const int m = (lo + hi + 1) / 2;
+    if (st[m] <= x) lo = m;
+    else hi = m - 1;
   }
-  return 0;
+  return lo;
+}
+
+/* pl_direct_spread_cut on the flat grid (the same cuts: the unit test compares them). */
+PL_HD uint64_t pl_flat_cut(const uint64_t *st, int nb, uint64_t q, uint64_t Q, uint64_t v) {
+  const uint64_t T = st[nb];
+  if (q >= Q) return T;
+  const uint64_t x = T / Q * q + T % Q * q / Q;
+  if (x >= T) return T;
+  const uint64_t b0 = st[pl_flat_block(st, nb, x)];
+  return b0 + (x - b0) / v * v;
+}
+
+/* The next piece of a part that ends at x1, from its cursor *g (elements before it are done) and
+ * *b (a block at or before *g's): the block *b that holds *g, and the piece's end *g1. Returns 0
+ * when the part has no piece left. */
+PL_HD int pl_flat_next(const uint64_t *st, int nb, uint64_t x1, int *b, uint64_t g, uint64_t *g1) {
+  if (g >= x1) return 0;
+  while (*b < nb && st[*b + 1] <= g) ++*b; /* past empty blocks and the ones before g */
+  if (*b >= nb) return 0;
+  *g1 = st[*b + 1] < x1 ? st[*b + 1] : x1;
+  return 1;
 }
 
 /* AllReduce: the offset in a staging half of shard j of a window (its first element s0): the

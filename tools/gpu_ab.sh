@@ -28,7 +28,7 @@ build() { # build SRC DIR TARGETS...
     -DPURLIN_TESTS=ON > "$dir.configure.log" 2>&1 &&
     cmake --build "$dir" -j 8 --target purlinrun "$@" > "$dir.build.log" 2>&1
 }
-build "$ROOT" /tmp/pl-bnew gpu_test $TOOLS & pn=$!
+build "$ROOT" /tmp/pl-bnew gpu_test $TOOLS ${BUILD_TOOLS:-} & pn=$! # (BUILD_TOOLS: for later calls)
 build /tmp/pl-old /tmp/pl-bold $TOOLS & po=$!
 wait $pn; rn=$?; wait $po; ro=$?
 cp /tmp/pl-bnew.build.log "$R/build-new.log"; cp /tmp/pl-bold.build.log "$R/build-old.log"

@@ -98,11 +98,14 @@ typedef struct {
   int qs[2];                     /* the piece the CTA copies (its peer s, -1: none left) and the */
   uint64_t qlo[2], qhi[2];       /* next one, double-buffered (thread 0 writes one as the CTA
                                      copies the other) */
-  const uint64_t *grow[PL_MAX_WORLD]; /* the spread's grid (direct_plan.h): its rows, */
-  uint64_t gtot[PL_MAX_WORLD];        /* their sums */
-  const char *sp_src;             /* AllToAllV's spread: the piece this CTA copies next */
-  char *sp_dst;
-  uint64_t sp_bytes;
+  const uint64_t *grow[1];         /* ReduceScatterV's spread: its grid's row (the recvcounts), */
+  uint64_t gtot[PL_DIRECT_FLAT];   /* its sum; AllToAllV's spread: the rows' sums */
+  uint64_t fst[PL_DIRECT_FLAT * PL_DIRECT_FLAT + 1]; /* AllToAllV's spread: its flat grid */
+  uint64_t fsd[PL_DIRECT_FLAT * PL_DIRECT_FLAT];     /* (direct_plan.h, pl_flat_step) */
+  uint64_t frd[PL_DIRECT_FLAT * PL_DIRECT_FLAT];
+  const char *sp_src[2];          /* the piece the CTA copies and the next (thread 0 writes one as */
+  char *sp_dst[2];                /* the CTA copies the other) */
+  uint64_t sp_bytes[2];
   uint64_t piece, slot, rounds;   /* the call's rounds: the host's plan (pl_direct_plan) when some
                                      rank stages (AllToAllV: its rounds from the headers), else
                                      one round of whole blocks */
@@ -467,10 +470,10 @@ PL_DEV int pl_direct_peers(const pl_cuda_args_t *a, pl_direct_sh_t *sh, const ui
  * tells every rank that its peers' writes into its output have landed. The idea is the one of
  * NCCL's symmetric-memory kernels and TensorRT-LLM's two-shot all-reduce (the reduced shard
  * stored to every peer); the code is purlin's. */
-PL_DEV int pl_direct_push(int coll, unsigned kinds) {
+PL_DEV int pl_direct_push(int coll, unsigned kinds, int w) {
   return coll == PL_COLL_ALL_REDUCE               ? !(kinds & 4u)
          : coll == PL_COLL_REDUCE_SCATTER_V ? !(kinds & 5u)  /* pl_direct_spread */
-         : coll == PL_COLL_ALL_TO_ALL_V && !(kinds & 29u); /* pl_direct_a2av_spread */
+         : coll == PL_COLL_ALL_TO_ALL_V && !(kinds & 29u) && w <= PL_DIRECT_FLAT; /* pl_direct_a2av_spread */
 }
 
 /* ReduceScatterV spread over the ranks, when every rank's input and output is peer-mapped
@@ -524,83 +527,94 @@ static __device__ __noinline__ void pl_direct_spread(const pl_cuda_args_t *a, pl
   }
 }
 
-/* AllToAllV spread over the ranks, when every rank's input and output is peer-mapped and every
- * rank's rdispls are its recvcounts' prefix sums (pl_direct_push; one round): with skewed counts
- * the rank that receives most copied the most (Zipf 0.125 at world 8: ~1.2x the mean), and on one
- * GPU every rank's traffic shares one memory. Instead the blocks (s, d), what rank s sends rank d,
- * are cut in row-major order into world x CTAs equal parts (pl_direct_spread_cut; every rank
- * knows every count from the headers): CTA c of rank r copies part r G + c, from rank s's input
- * at its sdispls[d] (its header) into rank d's output at rdispls[s] = what ranks 0..s-1 send d.
- * Thread 0 walks the pieces (pl_direct_spread_next), the CTA copies each. Never in place (the
- * direct kernel runs AllToAllV out of place only); the "done" exchange tells every rank that its
- * peers' writes into its output have landed. The idea is ReduceScatterV's spread (above); the
- * code is purlin's. */
+/* AllToAllV spread over the ranks, when every rank's input and output is peer-mapped, every
+ * rank's rdispls are its recvcounts' prefix sums and the world is at most PL_DIRECT_FLAT
+ * (pl_direct_push; one round): with skewed counts the rank that receives most copied the most
+ * (Zipf 0.125 at world 8: ~1.2x the mean), and on one GPU every rank's traffic shares one memory.
+ * Instead the blocks (s, d), what rank s sends rank d, are cut in row-major order into equal
+ * parts (pl_flat_cut; every rank knows every count from the headers), rank r's share the same
+ * whichever way its CTAs take it: CTA c of rank r copies part r G + c of world G, or (the piece
+ * queue, PURLIN_DIRECT_QUEUE) the CTAs take parts r NQ + i of world NQ from the counter, NQ this
+ * rank's share in parts of about a->dqueue bytes. A piece (a part's run in one block) goes from
+ * rank s's input at its sdispls[d] into rank d's output at rdispls[s] = what ranks 0..s-1 send d.
+ * The grid is in shared memory (direct_plan.h, pl_flat_step), so that thread 0 finds the next
+ * piece with a binary search as its CTA copies one (one barrier a piece); the walk over the
+ * headers it replaced made the CTA wait ~2 us a part (finding 34). Never in place (the direct
+ * kernel runs AllToAllV out of place only); the "done" exchange tells every rank that its peers'
+ * writes into its output have landed. The idea is ReduceScatterV's spread (above); the code is
+ * purlin's. */
+typedef struct {
+  uint64_t g, x1;     /* the part's next element and its end, in the concatenation */
+  uint64_t Q, NQ, nx; /* its parts, this rank's (the queue; 0: one fixed part), the next taken */
+  int b;              /* a block at or before g's */
+} pl_a2av_cur_t;
+
+/* Thread 0: the spread's next piece into buffer k of sh (none left: 0 bytes), from the part's
+ * cursor, or the next part's (the queue: it asks for the one after as it starts one). */
+PL_DEV void pl_direct_a2av_take(const pl_cuda_args_t *a, pl_direct_sh_t *sh, pl_a2av_cur_t *c,
+                                int w, int r, int k, uint64_t v) {
+  const int nb = w * w;
+  const uint64_t *st = sh->fst, es = sh->x.c.esize;
+  uint64_t g1;
+  sh->sp_bytes[k] = 0;
+  int more = pl_flat_next(st, nb, c->x1, &c->b, c->g, &g1);
+  while (!more && c->nx < c->NQ) {
+    const uint64_t q = (uint64_t)r * c->NQ + c->nx;
+    c->nx = atomicAdd(&a->state->dq, 1ull); /* used at the next part */
+    c->g = pl_flat_cut(st, nb, q, c->Q, v);
+    c->x1 = pl_flat_cut(st, nb, q + 1, c->Q, v);
+    c->b = c->g < c->x1 ? pl_flat_block(st, nb, c->g) : nb;
+    more = pl_flat_next(st, nb, c->x1, &c->b, c->g, &g1);
+  }
+  if (!more) return;
+  const int b = c->b, s = b / w, d = b - s * w;
+  const uint64_t off = c->g - st[b];
+  sh->sp_src[k] = (s == r ? a->x.send : sh->psend[s]) + (sh->fsd[b] + off) * es;
+  sh->sp_dst[k] = (d == r ? a->x.recv : (char *)sh->precv[d]) + (sh->frd[b] + off) * es;
+  sh->sp_bytes[k] = (g1 - c->g) * es;
+  c->g = g1;
+}
+
 template <int UNR, int CS>
 PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
-                                                          const uint64_t *hdr, const uint64_t *my,
-                                                          int w, int r) {
+                                  const uint64_t *hdr, const uint64_t *my, int w, int r) {
   const uint64_t es = sh->x.c.esize, hw = pl_hdr_words(w), v = es >= 16 ? 1 : 16 / es;
-  const int tid = threadIdx.x;
-  if (tid < w) { /* row s: rank s's sendcounts, in its header */
-    const uint64_t *h = tid == r ? my : hdr + (uint64_t)tid * hw;
-    uint64_t t = 0;
-    for (int d = 0; d < w; d++) t += h[PL_HDR_FIXED + d];
-    sh->grow[tid] = h;
-    sh->gtot[tid] = t;
+  const int tid = threadIdx.x, nb = w * w;
+  if (tid < nb) { /* block (s, d): rank s's sendcounts[d] and sdispls[d], in its header */
+    const int s = tid / w;
+    const uint64_t *h = s == r ? my : hdr + (uint64_t)s * hw;
+    sh->fst[tid] = h[PL_HDR_FIXED + tid - s * w];
+    sh->fsd[tid] = h[PL_HDR_FIXED + w + tid - s * w];
   }
   __syncthreads();
-  const pl_grid_t g = {sh->grow, sh->gtot, PL_HDR_FIXED, w, w};
-  /* without the queue, CTA c's part is r G + c of world G parts; with it (PURLIN_DIRECT_QUEUE),
-   * the CTAs take parts r NQ + i of world NQ from the counter (NQ: this rank's share in parts of
-   * about twice a->dqueue bytes: thread 0 walks each part's cuts while the CTA waits, so parts as
-   * small as the gathers' pieces measured slower, finding 33). Either way rank r's share is
-   * [cut(r, world), cut(r + 1, world)) (the cut of q T / Q at q = r NQ, Q = world NQ is that of
-   * r T / world), so that ranks that take it differently still cover every block once */
-  uint64_t Q = (uint64_t)w * gridDim.x, q = (uint64_t)r * gridDim.x + blockIdx.x, NQ = 0, nx = 0;
-  unsigned long long *ctr = &a->state->dq;
-  uint64_t x0 = 0, x1 = 0, st = 0;
-  int i = 0, j = 0;
+  if (tid < 2 * w) pl_flat_step(sh->fst, sh->frd, sh->gtot, w, 0, tid);
+  __syncthreads();
+  if (tid < w) pl_flat_step(sh->fst, sh->frd, sh->gtot, w, 1, tid);
+  __syncthreads();
+  pl_a2av_cur_t c = {0, 0, 0, 0, 0, 0};
   if (tid == 0) {
-    if (a->dqueue) { /* an empty first part: the walk below takes part nx at once */
-      const uint64_t share = pl_direct_spread_cut(&g, (uint64_t)r + 1, (uint64_t)w, v) -
-                             pl_direct_spread_cut(&g, (uint64_t)r, (uint64_t)w, v);
-      NQ = (share * es + 2 * a->dqueue - 1) / (2 * a->dqueue);
-      Q = (uint64_t)w * (NQ ? NQ : 1);
-      nx = atomicAdd(ctr, 1ull);
+    const uint64_t G = gridDim.x;
+    if (a->dqueue) { /* an empty first part: the take below starts part nx */
+      const uint64_t share = pl_flat_cut(sh->fst, nb, (uint64_t)r + 1, (uint64_t)w, v) -
+                             pl_flat_cut(sh->fst, nb, (uint64_t)r, (uint64_t)w, v);
+      c.NQ = (share * es + a->dqueue - 1) / a->dqueue;
+      c.Q = (uint64_t)w * (c.NQ ? c.NQ : 1);
+      c.nx = atomicAdd(&a->state->dq, 1ull);
     } else {
-      x0 = pl_direct_spread_cut(&g, q, Q, v);
-      x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
+      const uint64_t q = (uint64_t)r * G + blockIdx.x;
+      c.Q = (uint64_t)w * G;
+      c.g = pl_flat_cut(sh->fst, nb, q, c.Q, v);
+      c.x1 = pl_flat_cut(sh->fst, nb, q + 1, c.Q, v);
+      c.b = c.g < c.x1 ? pl_flat_block(sh->fst, nb, c.g) : nb;
     }
+    pl_direct_a2av_take(a, sh, &c, w, r, 0, v);
   }
-  for (;;) {
-    if (tid == 0) {
-      int s, d;
-      uint64_t b0, g0, g1;
-      sh->sp_bytes = 0;
-      int more = pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1);
-      while (!more && nx < NQ) { /* the queue: the next part (and asks for the one after) */
-        q = (uint64_t)r * NQ + nx;
-        nx = atomicAdd(ctr, 1ull);
-        x0 = pl_direct_spread_cut(&g, q, Q, v);
-        x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
-        i = j = 0;
-        st = 0;
-        more = pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1);
-      }
-      if (more) {
-        uint64_t sd, rd; /* block (s, d) in s's input and in d's output */
-        pl_direct_a2av_at(&g, s, d, &sd, &rd);
-        const uint64_t off = (g0 - b0) * es;
-        sh->sp_src = (s == r ? a->x.send : sh->psend[s]) + sd * es + off;
-        sh->sp_dst = (d == r ? a->x.recv : (char *)sh->precv[d]) + rd * es + off;
-        sh->sp_bytes = (g1 - g0) * es;
-      }
-    }
-    __syncthreads();
-    const uint64_t b = sh->sp_bytes;
-    if (!b) break;
-    pl_direct_copy<UNR, CS, 1>(sh->sp_dst, sh->sp_src, b, a->dalign);
-    __syncthreads(); /* every thread is done with the piece before thread 0 takes the next */
+  for (int k = 0;; k ^= 1) {
+    __syncthreads(); /* buffer k is written; every thread is done with buffer k ^ 1 */
+    const uint64_t n = sh->sp_bytes[k];
+    if (!n) break;
+    pl_direct_copy<UNR, CS, 1>(sh->sp_dst[k], sh->sp_src[k], n, a->dalign);
+    if (tid == 0) pl_direct_a2av_take(a, sh, &c, w, r, k ^ 1, v);
   }
 }
 
@@ -1006,7 +1020,7 @@ __global__ void __launch_bounds__(PL_DIRECT_THREADS, 1)
     const unsigned kinds = sh.kinds; /* uniform: every rank derives it from the same headers */
     if (args.prof && blockIdx.x == 0 && tid == 0) atomicAdd(&args.state->dkinds[kinds & 31u], 1u);
     /* the same on every rank: from the headers alone (PL_HDR_NOPUSH) */
-    const int push = (DT >= 0 || coll == PL_COLL_ALL_TO_ALL_V) && pl_direct_push(coll, kinds);
+    const int push = (DT >= 0 || coll == PL_COLL_ALL_TO_ALL_V) && pl_direct_push(coll, kinds, w);
     /* no rank stages: one round of whole blocks (the host planned rounds that fit a staging half,
      * not knowing the peers' buffers; in rounds, a CTA's part is a fixed range of a slot, so a block
      * smaller than the slot fell to a few CTAs: AllGatherV and ReduceScatterV with Zipf blocks ran

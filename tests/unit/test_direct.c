@@ -344,15 +344,20 @@ static void spread_cover(int w, uint64_t es, uint64_t g) {
 }
 
 /* AllToAllV's spread as direct.cu runs it (pl_direct_a2av_spread): rows are headers (rank s's
- * sendcounts at words PL_HDR_FIXED..), CTA c of rank r walks part r G + c of the blocks (s, d)
- * with pl_direct_spread_next and copies each piece from s's input at its sdispls[d] into d's
- * output at what ranks before s send d. Every element of every block is copied by exactly one
- * (rank, CTA), every element of every rank's output (packed: its recvcounts' prefix sums) is
- * written exactly once, from the block element that belongs there; every piece starts a multiple
- * of 16 bytes into its block. */
+ * sendcounts at words PL_HDR_FIXED.., its sdispls after them), the flat grid is made from them in
+ * pl_flat_step's two steps, and every part of rank r (fixed: r G + c of world G; the queue: r NQ
+ * + i of world NQ, NQ from a piece size of its own) is walked with pl_flat_next, each piece
+ * copied from s's input at sd[b] into d's output at rd[b], as pl_direct_a2av_take finds them.
+ * The flat cuts equal the grid's (pl_direct_spread_cut, an independent walk of the header rows);
+ * every element of every block is copied by exactly one (rank, part); every element of every
+ * rank's output (packed: its recvcounts' prefix sums) is written exactly once, from the block
+ * element that belongs there; every piece starts a multiple of 16 bytes into its block. */
 static void a2av_spread_cover(int w, uint64_t es, uint64_t G, int queue) {
   const uint64_t hw = pl_hdr_words(w), v = 16 / es;
+  const int nb = w * w;
   uint64_t *h = calloc((size_t)(w * hw), sizeof *h), tot[PL_MAX_WORLD], out[PL_MAX_WORLD];
+  uint64_t st[PL_DIRECT_FLAT * PL_DIRECT_FLAT + 1], sd[PL_DIRECT_FLAT * PL_DIRECT_FLAT],
+      rd[PL_DIRECT_FLAT * PL_DIRECT_FLAT], ftot[PL_DIRECT_FLAT];
   const uint64_t *rows[PL_MAX_WORLD];
   if (!h) return;
   for (int s = 0; s < w; s++) { /* sendcounts, then sdispls: the blocks in a random order */
@@ -378,36 +383,59 @@ static void a2av_spread_cover(int w, uint64_t es, uint64_t G, int queue) {
     out[d] = 0;
     for (int s = 0; s < w; s++) out[d] += rows[s][PL_HDR_FIXED + d];
   }
+  for (int b = 0; b < nb; b++) { /* as the kernel's threads b load them, then its two steps */
+    st[b] = rows[b / w][PL_HDR_FIXED + b % w];
+    sd[b] = rows[b / w][PL_HDR_FIXED + w + b % w];
+  }
+  for (int t = 0; t < 2 * w; t++) pl_flat_step(st, rd, ftot, w, 0, t);
+  for (int t = w - 1; t >= 0; t--) pl_flat_step(st, rd, ftot, w, 1, t);
   const pl_grid_t g = {rows, tot, PL_HDR_FIXED, w, w};
+  const uint64_t T = pl_grid_total(&g);
   check_cuts(&g, (uint64_t)w * G, v, "a2av spread");
+  EXPECT(st[nb] == T, "a2av spread: flat total %llu, want %llu", (unsigned long long)st[nb],
+         (unsigned long long)T);
+  for (uint64_t Q = 1; Q <= (uint64_t)w * G; Q += 1 + rnd(5))
+    for (uint64_t q = 0; q <= Q; q++)
+      EXPECT(pl_flat_cut(st, nb, q, Q, v) == pl_direct_spread_cut(&g, q, Q, v),
+             "a2av spread: flat cut %llu of %llu at %llu, the grid's at %llu", (unsigned long long)q,
+             (unsigned long long)Q, (unsigned long long)pl_flat_cut(st, nb, q, Q, v),
+             (unsigned long long)pl_direct_spread_cut(&g, q, Q, v));
   /* each block element's mark, and each output element's source: (s, its element in s's input) */
-  uint64_t T = pl_grid_total(&g), obase[PL_MAX_WORLD + 1] = {0};
+  uint64_t obase[PL_MAX_WORLD + 1] = {0};
   for (int d = 0; d < w; d++) obase[d + 1] = obase[d] + out[d];
   unsigned char *hit = calloc(T + 1, 1), *ohit = calloc(obase[w] + 1, 1);
   uint64_t *osrc = calloc(obase[w] + 1, sizeof *osrc);
   if (!hit || !ohit || !osrc) goto done;
   for (int r = 0; r < w; r++) {
-    /* with the piece queue (queue: some ranks, at random), rank r's CTAs take parts r NQ + i of
-     * world NQ instead, NQ its own: every rank's share is still cut(r, world)..cut(r + 1, world) */
-    const uint64_t NQ = queue && rnd(2) ? 1 + rnd(20) : 0, np = NQ ? NQ : G;
+    /* with the piece queue (queue: some ranks, at random, each with a piece size of its own),
+     * rank r's CTAs take parts r NQ + i of world NQ instead: its share is still cut(r, world)..
+     * cut(r + 1, world) */
+    const int qr = queue && rnd(2);
+    uint64_t NQ = 0;
+    if (qr) {
+      const uint64_t share = pl_flat_cut(st, nb, (uint64_t)r + 1, (uint64_t)w, v) -
+                             pl_flat_cut(st, nb, (uint64_t)r, (uint64_t)w, v);
+      const uint64_t dq = 16 * (1 + rnd(300));
+      NQ = (share * es + dq - 1) / dq;
+    }
+    const uint64_t np = qr ? NQ : G, Q = (uint64_t)w * (np ? np : 1);
     for (uint64_t c = 0; c < np; c++) {
-      const uint64_t q = (uint64_t)r * np + c, Q = (uint64_t)w * np;
-      const uint64_t x0 = pl_direct_spread_cut(&g, q, Q, v), x1 = pl_direct_spread_cut(&g, q + 1, Q, v);
-      uint64_t st = 0, b0, g0, g1;
-      int i = 0, j = 0, s, d;
-      while (pl_direct_spread_next(&g, x0, x1, &i, &j, &st, &s, &d, &b0, &g0, &g1)) {
-        EXPECT(g0 >= x0 && g1 <= x1 && g1 > g0, "a2av spread: piece outside its part");
-        EXPECT((g0 - b0) * es % 16 == 0, "a2av spread: piece of block (%d, %d) at byte %llu", s,
-               d, (unsigned long long)((g0 - b0) * es));
-        uint64_t sd, rd; /* the kernel's offsets, against the reference below */
-        pl_direct_a2av_at(&g, s, d, &sd, &rd);
-        for (uint64_t e = g0; e < g1; e++) {
+      const uint64_t q = (uint64_t)r * np + c;
+      uint64_t x0 = pl_flat_cut(st, nb, q, Q, v), x1 = pl_flat_cut(st, nb, q + 1, Q, v), g1;
+      int b = x0 < x1 ? pl_flat_block(st, nb, x0) : nb;
+      for (uint64_t x = x0; pl_flat_next(st, nb, x1, &b, x, &g1); x = g1) {
+        const int s = b / w, d = b % w;
+        const uint64_t b0 = st[b];
+        EXPECT(x >= b0 && g1 <= st[b + 1] && g1 <= x1 && g1 > x, "a2av spread: piece outside its part");
+        EXPECT((x - b0) * es % 16 == 0, "a2av spread: piece of block (%d, %d) at byte %llu", s, d,
+               (unsigned long long)((x - b0) * es));
+        for (uint64_t e = x; e < g1; e++) {
           hit[e]++;
-          const uint64_t o = obase[d] + rd + (e - b0);
-          EXPECT(rd + (e - b0) < out[d], "a2av spread: write past rank %d's output", d);
-          if (rd + (e - b0) >= out[d]) continue;
+          const uint64_t o = obase[d] + rd[b] + (e - b0);
+          EXPECT(rd[b] + (e - b0) < out[d], "a2av spread: write past rank %d's output", d);
+          if (rd[b] + (e - b0) >= out[d]) continue;
           ohit[o]++;
-          osrc[o] = (uint64_t)s << 40 | (sd + (e - b0));
+          osrc[o] = (uint64_t)s << 40 | (sd[b] + (e - b0));
         }
       }
     }
@@ -514,7 +542,7 @@ int main(void) {
   for (int t = 0; t < 3000; t++)
     spread_cover(1 + (int)rnd(t < 2000 ? 8 : PL_MAX_WORLD), (uint64_t)1 << rnd(4), 1 + rnd(70));
   for (int t = 0; t < 400; t++)
-    a2av_spread_cover(1 + (int)rnd(t < 300 ? 8 : 24), (uint64_t)1 << rnd(4),
+    a2av_spread_cover(1 + (int)rnd(t < 300 ? 8 : PL_DIRECT_FLAT), (uint64_t)1 << rnd(4),
                       1 + rnd(t < 300 ? 70 : 8), t & 1);
   for (int t = 0; t < 3000; t++)
     queue_cover(1 + (int)rnd(PL_MAX_WORLD), 4096 * (1 + rnd(4)), rnd(2) ? 128 : 16);
