@@ -66,6 +66,13 @@ int pl_direct_coll(int coll, int in_place, int counts_dev) {
  * 2-byte types have that instantiation: the others keep 8) */
 #define PL_DIRECT_RB4_(b) ((b) == 2 ? 4 : 8)
 
+/* AllToAllV's spread (pl_direct_a2av_spread): thread 0's cursor over its rank's parts. */
+typedef struct {
+  uint64_t g, x1;     /* the part's next element and its end, in the concatenation */
+  uint64_t Q, NQ, nx; /* its parts, this rank's (the queue; 0: one fixed part), the next taken */
+  int b;              /* a block at or before g's */
+} pl_a2av_cur_t;
+
 /* A CTA's shared state: the call's per-peer pointers, computed once by threads 0..world-1. */
 typedef struct {
   const char *src[PL_MAX_WORLD];  /* gathers: peer s's block for me (its buffer); reductions: rank
@@ -106,6 +113,7 @@ typedef struct {
   const char *sp_src[2];          /* the piece the CTA copies and the next (thread 0 writes one as */
   char *sp_dst[2];                /* the CTA copies the other) */
   uint64_t sp_bytes[2];
+  pl_a2av_cur_t cur;               /* (in shared memory: no registers held across the copies) */
   uint64_t piece, slot, rounds;   /* the call's rounds: the host's plan (pl_direct_plan) when some
                                      rank stages (AllToAllV: its rounds from the headers), else
                                      one round of whole blocks */
@@ -543,16 +551,13 @@ static __device__ __noinline__ void pl_direct_spread(const pl_cuda_args_t *a, pl
  * kernel runs AllToAllV out of place only); the "done" exchange tells every rank that its peers'
  * writes into its output have landed. The idea is ReduceScatterV's spread (above); the code is
  * purlin's. */
-typedef struct {
-  uint64_t g, x1;     /* the part's next element and its end, in the concatenation */
-  uint64_t Q, NQ, nx; /* its parts, this rank's (the queue; 0: one fixed part), the next taken */
-  int b;              /* a block at or before g's */
-} pl_a2av_cur_t;
 
 /* Thread 0: the spread's next piece into buffer k of sh (none left: 0 bytes), from the part's
  * cursor, or the next part's (the queue: it asks for the one after as it starts one). */
-PL_DEV void pl_direct_a2av_take(const pl_cuda_args_t *a, pl_direct_sh_t *sh, pl_a2av_cur_t *c,
-                                int w, int r, int k, uint64_t v) {
+static __device__ __noinline__ void pl_direct_a2av_take(const pl_cuda_args_t *a,
+                                                        pl_direct_sh_t *sh, int w, int r, int k,
+                                                        uint64_t v) {
+  pl_a2av_cur_t *c = &sh->cur;
   const int nb = w * w;
   const uint64_t *st = sh->fst, es = sh->x.c.esize;
   uint64_t g1;
@@ -591,8 +596,8 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
   __syncthreads();
   if (tid < w) pl_flat_step(sh->fst, sh->frd, sh->gtot, w, 1, tid);
   __syncthreads();
-  pl_a2av_cur_t c = {0, 0, 0, 0, 0, 0};
   if (tid == 0) {
+    pl_a2av_cur_t c = {0, 0, 0, 0, 0, 0};
     const uint64_t G = gridDim.x;
     if (a->dqueue) { /* an empty first part: the take below starts part nx */
       const uint64_t share = pl_flat_cut(sh->fst, nb, (uint64_t)r + 1, (uint64_t)w, v) -
@@ -607,14 +612,15 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
       c.x1 = pl_flat_cut(sh->fst, nb, q + 1, c.Q, v);
       c.b = c.g < c.x1 ? pl_flat_block(sh->fst, nb, c.g) : nb;
     }
-    pl_direct_a2av_take(a, sh, &c, w, r, 0, v);
+    sh->cur = c;
+    pl_direct_a2av_take(a, sh, w, r, 0, v);
   }
   for (int k = 0;; k ^= 1) {
     __syncthreads(); /* buffer k is written; every thread is done with buffer k ^ 1 */
     const uint64_t n = sh->sp_bytes[k];
     if (!n) break;
     pl_direct_copy<UNR, CS, 1>(sh->sp_dst[k], sh->sp_src[k], n, a->dalign);
-    if (tid == 0) pl_direct_a2av_take(a, sh, &c, w, r, k ^ 1, v);
+    if (tid == 0) pl_direct_a2av_take(a, sh, w, r, k ^ 1, v);
   }
 }
 
