@@ -8,8 +8,10 @@ nvidia-cuda-nvdisasm wheel) prints it.
 
 One line per kernel entry: the bytes of its body (the code before its first out-of-line function:
 what a launch can run, cold paths included), the bytes of its out-of-line functions, local-memory
-instructions (LDL/STL: spills, or a local array) in the body and in the functions, global or
-generic loads and stores by width, and barriers. Sizes matter for small calls: a launch whose SM
+instructions (LDL/STL: spills, or a local array) in the body and in the functions, the copy loops
+(a backward branch's span of at most 400 instructions that holds 16-byte global accesses: the
+datapath's hot loops) and the local-memory instructions inside them (there, a spill costs every
+iteration), global or generic loads and stores by width, and barriers. Sizes matter for small calls: a launch whose SM
 does not hold the kernel's code fetches it from L2 (docs/tuning.md, finding 23).
 """
 import os
@@ -52,11 +54,34 @@ def kernels(sass):
             continue
         if re.match(r"\s*\.type\s+\$", line):
             in_fun = True
-        if re.search(r"/\*[0-9a-f]{4,}\*/", line):
-            (fun if in_fun else body).append(line)
+        if re.search(r"/\*[0-9a-f]{4,}\*/", line) or re.match(r"\s*\.L_x_\d+:", line):
+            (fun if in_fun else body).append(line)  # (labels too: copy_loops finds loops by them)
     if name:
         out.append((name, body, fun))
     return out
+
+
+def is_insn(line):
+    return re.search(r"/\*[0-9a-f]{4,}\*/", line) is not None
+
+
+def copy_loops(lines):
+    """(loops, local-memory instructions in them): the spans from a label to a later branch back to
+    it, of at most 400 instructions, that hold a 16-byte global load or store."""
+    at, n, loc = {}, 0, 0
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*(\.L_x_\d+):", line)
+        if m:
+            at[m.group(1)] = i
+            continue
+        m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", line)
+        if not m or m.group(1) not in at:
+            continue
+        seg = [x for x in lines[at[m.group(1)]:i + 1] if is_insn(x)]
+        if len(seg) <= 400 and any(re.search(r"\b(LDG|STG)(\.\w+)*\.128\b", x) for x in seg):
+            n += 1
+            loc += sum(1 for x in seg if re.search(r"\b(LDL|STL)\b", x))
+    return n, loc
 
 
 def width(mods):
@@ -74,11 +99,13 @@ def main():
     names = subprocess.run(["c++filt"], input="\n".join(k[0] for k in ks), capture_output=True,
                            text=True).stdout.splitlines() if shutil.which("c++filt") else \
         [k[0] for k in ks]
-    print("%-40s %7s %7s %9s  %s" % ("kernel", "body KB", "fn KB", "LDL/STL", "global/generic "
-                                     "accesses by width (body), barriers"))
+    print("%-40s %7s %7s %9s %11s  %s" % ("kernel", "body KB", "fn KB", "LDL/STL", "loops/LDL+STL",
+                                          "global/generic accesses by width (body), barriers"))
     for (mangled, body, fun), name in zip(ks, names):
         if filt not in name:
             continue
+        nl, ll = copy_loops(body + fun)
+        body, fun = [l for l in body if is_insn(l)], [l for l in fun if is_insn(l)]
         loc_b = sum(1 for l in body if re.search(r"\b(LDL|STL)\b", l))
         loc_f = sum(1 for l in fun if re.search(r"\b(LDL|STL)\b", l))
         acc = {}
@@ -88,8 +115,8 @@ def main():
                 k = m.group(1)[:2] + "." + width(m.group(2))
                 acc[k] = acc.get(k, 0) + 1
         bars = sum(1 for l in body if "BAR.SYNC" in l)
-        print("%-40s %7.1f %7.1f %4d/%-4d  %s, %d BAR" % (
-            name[:40], len(body) * 16 / 1024, len(fun) * 16 / 1024, loc_b, loc_f,
+        print("%-40s %7.1f %7.1f %4d/%-4d %5d/%-5d  %s, %d BAR" % (
+            name[:40], len(body) * 16 / 1024, len(fun) * 16 / 1024, loc_b, loc_f, nl, ll,
             " ".join("%s:%d" % kv for kv in sorted(acc.items())), bars))
 
 
