@@ -58,6 +58,8 @@
 #   flat: AllToAllV's spread on the flat grid (finding 34) against OLD's walk: both built (every
 #        tool, for later parts), gpu_test at worlds 8 and 3, AllToAllV and AllToAll old and new
 #        and new with 256 KiB and 64 KiB pieces, zero copy, world 8, 64 MiB-1 GiB;
+#   atomx: SNAC's kernel (PURLIN_DIRECT=0) with atom 900 (bulk copies, TMA), 800 (cp.async) and
+#        700 (ld/st): which atom moves AllToAll's bytes fastest, zero copy, world 8, 64 MiB-1 GiB;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
 #        the V code), zero copy, world 8, 64 MiB-1 GiB (their Zipf rows: part unit16, or w8 of ab).
 # (ab also runs the tests with PURLIN_DIRECT_A2AV=0 at both stagings.)
@@ -211,6 +213,8 @@ for p in $PARTS; do
   flat) env OUT="$D/flat" OLD="$OLD" WORLDS="8 3" TOOLS="testA2AV testA2A" BUILD_TOOLS="$ALL" \
           VARIANTS="DIRECT_QUEUE_BYTES=256K DIRECT_QUEUE_BYTES=64K" B=64M E=1G F=4 \
           ARGS="--mem purlin" ROUNDS=1 timeout -k 5 420 bash tools/gpu_ab.sh > "$D/flat.txt" 2>&1 ;;
+  atomx) q atomx CONFIGS="DIRECT=0 DIRECT=0,ATOM=800 DIRECT=0,ATOM=700" TOOLS=testA2A B=64M E=1G F=4 \
+           ARGS="--mem purlin" ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
            ARGS="--mem purlin --zipf 0" ;;
   *) echo "unknown part $p" >&2; exit 2 ;;
