@@ -58,6 +58,9 @@
 #   flat: AllToAllV's spread on the flat grid (finding 34) against OLD's walk: both built (every
 #        tool, for later parts), gpu_test at worlds 8 and 3, AllToAllV and AllToAll old and new
 #        and new with 256 KiB and 64 KiB pieces, zero copy, world 8, 64 MiB-1 GiB;
+#   flat1: flat's short form, when device time is short: the working tree alone (its build, gpu_test
+#        at world 8), AllToAllV and AllToAll with the defaults, 256 KiB pieces and
+#        PURLIN_DIRECT_PUSH=0 (AllToAllV without the spread), zero copy, world 8, 64 MiB-1 GiB;
 #   atomx: SNAC's kernel (PURLIN_DIRECT=0) with atom 900 (bulk copies, TMA), 800 (cp.async) and
 #        700 (ld/st): which atom moves AllToAll's bytes fastest, zero copy, world 8, 64 MiB-1 GiB;
 #   zipf0: the V collectives with even splits (--zipf 0: AllToAll's and AllGather's geometry on
@@ -213,6 +216,10 @@ for p in $PARTS; do
   flat) env OUT="$D/flat" OLD="$OLD" WORLDS="8 3" TOOLS="testA2AV testA2A" BUILD_TOOLS="$ALL" \
           VARIANTS="DIRECT_QUEUE_BYTES=256K DIRECT_QUEUE_BYTES=64K" B=64M E=1G F=4 \
           ARGS="--mem purlin" ROUNDS=1 timeout -k 5 420 bash tools/gpu_ab.sh > "$D/flat.txt" 2>&1 ;;
+  flat1) env OUT="$D/flat1" BUILD=/tmp/pl-bnew CONFIGS="- DIRECT_QUEUE_BYTES=256K DIRECT_PUSH=0" \
+           WORLDS=8 TOOLS="testA2AV testA2A" B=64M E=1G F=4 ARGS="--mem purlin" BW=8 \
+           timeout -k 5 300 bash tools/gpu_quick.sh > "$D/flat1.txt" 2>&1
+    rm -f "$D/flat1/summary.txt" ;;
   atomx) q atomx CONFIGS="DIRECT=0 DIRECT=0,ATOM=800 DIRECT=0,ATOM=700" TOOLS=testA2A B=64M E=1G F=4 \
            ARGS="--mem purlin" ;;
   zipf0) q zipf0 CONFIGS="-" TOOLS="testA2AV testAGV testRSV" B=64M E=1G F=4 \
