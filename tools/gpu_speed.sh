@@ -206,7 +206,7 @@ for p in $PARTS; do
         ARGS="--mem purlin" BW=$w
       p=qab$w
     done ;;
-  qsz) # the queue's pieces: AllGatherV and AllToAllV (its spread: parts of twice the pieces) at
+  qsz) # the queue's pieces: AllGatherV and AllToAllV (its spread: parts of one piece) at
     # 64 KiB, 128 KiB (the default), 256 KiB and 512 KiB, zero copy, world 8, 64 MiB-1 GiB
     q qsz CONFIGS="DIRECT_QUEUE_BYTES=64K - DIRECT_QUEUE_BYTES=256K DIRECT_QUEUE_BYTES=512K" \
       TOOLS="testAGV testA2AV" B=64M E=1G F=4 ARGS="--mem purlin" ;;
