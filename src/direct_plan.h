@@ -232,6 +232,23 @@ PL_HD uint64_t pl_flat_cut(const uint64_t *st, int nb, uint64_t q, uint64_t Q, u
   return b0 + (x - b0) / v * v;
 }
 
+/* Part q of Q parts of the flat grid: its first element *g, its end *x1, and *b, the block that
+ * holds *g (nb when the part is empty). */
+PL_HD void pl_flat_part(const uint64_t *st, int nb, uint64_t q, uint64_t Q, uint64_t v,
+                        uint64_t *g, uint64_t *x1, int *b) {
+  *g = pl_flat_cut(st, nb, q, Q, v);
+  *x1 = pl_flat_cut(st, nb, q + 1, Q, v);
+  *b = *g < *x1 ? pl_flat_block(st, nb, *g) : nb;
+}
+
+/* The parts of about qb bytes (es-byte elements) of rank r's share (part r of world). */
+PL_HD uint64_t pl_flat_nparts(const uint64_t *st, int nb, int r, int w, uint64_t v, uint64_t es,
+                              uint64_t qb) {
+  const uint64_t share = pl_flat_cut(st, nb, (uint64_t)r + 1, (uint64_t)w, v) -
+                         pl_flat_cut(st, nb, (uint64_t)r, (uint64_t)w, v);
+  return (share * es + qb - 1) / qb;
+}
+
 /* The next piece of a part that ends at x1, from its cursor *g (elements before it are done) and
  * *b (a block at or before *g's): the block *b that holds *g, and the piece's end *g1. Returns 0
  * when the part has no piece left. */

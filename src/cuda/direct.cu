@@ -566,9 +566,7 @@ static __device__ __noinline__ void pl_direct_a2av_take(const pl_cuda_args_t *a,
   while (!more && c->nx < c->NQ) {
     const uint64_t q = (uint64_t)r * c->NQ + c->nx;
     c->nx = atomicAdd(&a->state->dq, 1ull); /* used at the next part */
-    c->g = pl_flat_cut(st, nb, q, c->Q, v);
-    c->x1 = pl_flat_cut(st, nb, q + 1, c->Q, v);
-    c->b = c->g < c->x1 ? pl_flat_block(st, nb, c->g) : nb;
+    pl_flat_part(st, nb, q, c->Q, v, &c->g, &c->x1, &c->b);
     more = pl_flat_next(st, nb, c->x1, &c->b, c->g, &g1);
   }
   if (!more) return;
@@ -600,17 +598,12 @@ PL_DEV void pl_direct_a2av_spread(const pl_cuda_args_t *a, pl_direct_sh_t *sh,
     pl_a2av_cur_t c = {0, 0, 0, 0, 0, 0};
     const uint64_t G = gridDim.x;
     if (a->dqueue) { /* an empty first part: the take below starts part nx */
-      const uint64_t share = pl_flat_cut(sh->fst, nb, (uint64_t)r + 1, (uint64_t)w, v) -
-                             pl_flat_cut(sh->fst, nb, (uint64_t)r, (uint64_t)w, v);
-      c.NQ = (share * es + a->dqueue - 1) / a->dqueue;
+      c.NQ = pl_flat_nparts(sh->fst, nb, r, w, v, es, a->dqueue);
       c.Q = (uint64_t)w * (c.NQ ? c.NQ : 1);
       c.nx = atomicAdd(&a->state->dq, 1ull);
     } else {
-      const uint64_t q = (uint64_t)r * G + blockIdx.x;
       c.Q = (uint64_t)w * G;
-      c.g = pl_flat_cut(sh->fst, nb, q, c.Q, v);
-      c.x1 = pl_flat_cut(sh->fst, nb, q + 1, c.Q, v);
-      c.b = c.g < c.x1 ? pl_flat_block(sh->fst, nb, c.g) : nb;
+      pl_flat_part(sh->fst, nb, (uint64_t)r * G + blockIdx.x, c.Q, v, &c.g, &c.x1, &c.b);
     }
     sh->cur = c;
     pl_direct_a2av_take(a, sh, w, r, 0, v);

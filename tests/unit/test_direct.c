@@ -413,16 +413,15 @@ static void a2av_spread_cover(int w, uint64_t es, uint64_t G, int queue) {
     const int qr = queue && rnd(2);
     uint64_t NQ = 0;
     if (qr) {
-      const uint64_t share = pl_flat_cut(st, nb, (uint64_t)r + 1, (uint64_t)w, v) -
-                             pl_flat_cut(st, nb, (uint64_t)r, (uint64_t)w, v);
       const uint64_t dq = 16 * (1 + rnd(300));
-      NQ = (share * es + dq - 1) / dq;
+      NQ = pl_flat_nparts(st, nb, r, w, v, es, dq);
     }
     const uint64_t np = qr ? NQ : G, Q = (uint64_t)w * (np ? np : 1);
     for (uint64_t c = 0; c < np; c++) {
       const uint64_t q = (uint64_t)r * np + c;
-      uint64_t x0 = pl_flat_cut(st, nb, q, Q, v), x1 = pl_flat_cut(st, nb, q + 1, Q, v), g1;
-      int b = x0 < x1 ? pl_flat_block(st, nb, x0) : nb;
+      uint64_t x0, x1, g1;
+      int b;
+      pl_flat_part(st, nb, q, Q, v, &x0, &x1, &b);
       for (uint64_t x = x0; pl_flat_next(st, nb, x1, &b, x, &g1); x = g1) {
         const int s = b / w, d = b % w;
         const uint64_t b0 = st[b];
